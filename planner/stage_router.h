@@ -1,0 +1,93 @@
+// StageRouter: stochastic wiring for one pipeline stage, as seen by one trainer.
+//
+// For every microbatch the trainer asks which peer of the stage should serve it. Peers are chosen
+// by interleaved weighted round-robin over their measured throughput: each peer has a virtual
+// clock; pick_peer() returns the eligible peer with the smallest virtual time and advances it by
+// the work just assigned (EMA seconds/sample x samples x backward_weight for a backward). Over
+// time every peer's share of work is proportional to 1/EMA, and picks interleave (no bursts).
+//
+// Measurements are the trainer's round trips (queueing included) divided by the samples; a
+// backward measurement is divided by backward_weight, so both ops feed one forward-equivalent EMA.
+// Failures ban a peer for ban_seconds, doubling per consecutive failure up to max_ban_seconds.
+//
+// Pure: no I/O, no threads, the clock is passed in (`now`, seconds). Thread-safe (one mutex).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace swarm::planner {
+
+enum class Op { Forward, Backward };
+
+struct RouterOptions {
+  double ema_alpha = 0.1;              // weight of the newest seconds-per-sample measurement
+  double backward_weight = 2.0;        // a backward sample costs this many forward samples
+  double explore_peer_seconds = 10;    // an unmeasured peer is picked at least this often
+  double ban_seconds = 2;              // first ban after a failure
+  double max_ban_seconds = 30;         // cap of the doubling ban
+};
+
+struct PeerStats {
+  std::string peer_id;
+  double seconds_per_sample = 0;  // EMA, forward-equivalent; 0 = not measured
+  int64_t picks = 0;
+  int64_t failures = 0;
+  bool banned = false;            // banned as of the latest `now` the router has seen
+  double banned_until = 0;
+};
+
+class StageRouter {
+ public:
+  explicit StageRouter(RouterOptions options = {});
+
+  // Replaces the peer set: peers still present keep their stats, new ones are added (virtual time
+  // = the current minimum, so they are tried promptly), gone ones are dropped. Duplicates ignored.
+  void set_peers(const std::vector<std::string>& peer_ids, double now);
+
+  // The peer that should serve `samples` samples of `op`, never one in `exclude`. Banned peers are
+  // skipped unless every non-excluded peer is banned; then the one whose ban ends first is
+  // returned. nullopt only when every peer is excluded (or there are none).
+  std::optional<std::string> pick_peer(Op op, int64_t samples, double now,
+                                       const std::vector<std::string>& exclude = {});
+
+  // A request to `peer` for `samples` samples took `seconds` (round trip, queueing included).
+  // Updates the EMA and resets the ban doubling. Unknown peers are ignored.
+  void report_success(const std::string& peer, Op op, int64_t samples, double seconds, double now);
+
+  // A request to `peer` failed (error, timeout, refused): ban it for a doubling duration.
+  void report_failure(const std::string& peer, double now);
+
+  std::vector<PeerStats> stats() const;  // in set_peers order
+  size_t size() const;
+  const RouterOptions& options() const { return options_; }
+
+ private:
+  struct Peer {
+    std::string id;
+    double ema = 0;            // forward-equivalent seconds per sample; 0 = not measured
+    bool measured = false;
+    double vtime = 0;          // virtual clock
+    double explore_at = 0;     // while unmeasured: picked regardless once now >= explore_at
+    int64_t picks = 0;
+    int64_t failures = 0;
+    int consecutive_failures = 0;
+    double banned_until = 0;
+  };
+
+  Peer* find(const std::string& id);
+  double unmeasured_cost() const;  // median EMA of measured peers, or 1
+  void observe(double now);
+
+  RouterOptions options_;
+  mutable std::mutex mu_;
+  std::vector<Peer> peers_;
+  double system_vtime_ = 0;   // virtual time of the latest pick (start-time fair queueing)
+  double latest_now_ = 0;     // the latest clock value seen; used by stats()
+};
+
+}  // namespace swarm::planner
