@@ -1,0 +1,243 @@
+// The SwarmJob spec: the user-facing description of one SWARM training job.
+//
+// The same document is read from a YAML file by `swarm local job.yaml`, is the `spec` of the
+// SwarmJob custom resource the operator watches, and is handed to workers and trainers as JSON
+// (see common/job_spec_json.h). Field names in YAML/JSON are the camelCase names shown next to
+// each member; every default equals examples/tiny-lm.yaml, so a default-constructed JobSpec is the
+// tiny-lm job and is valid.
+//
+//   apiVersion: swarm-operator.io/v1alpha1     (required)
+//   kind: SwarmJob                             (required)
+//   metadata: {name: tiny-lm, namespace: default}  (name required; labels, annotations and the
+//                                                    fields Kubernetes adds are accepted, ignored)
+//   spec: {model, pipeline, training, workers, trainers, timeouts, secret}   (all optional)
+//   status: ...                                (ignored)
+//
+// Parsing is strict: unknown fields, wrong types and out-of-range values are errors. All problems
+// of a document are collected and reported together in one SpecError, each message starting with
+// the full field path, e.g. `spec.pipeline.stages: must be >= 2, got 0 (line 17, column 5)`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace swarm {
+
+inline constexpr const char* kSwarmJobApiVersion = "swarm-operator.io/v1alpha1";
+inline constexpr const char* kSwarmJobKind = "SwarmJob";
+// metadata.name is at most this long: pod and service names append suffixes to it.
+inline constexpr std::size_t kMaxJobNameLength = 40;
+
+// How activations and gradients travel between stages.
+enum class Compression {
+  None,        // "none": float32 as computed
+  Blockwise8,  // "blockwise8": 8-bit blockwise quantization
+};
+
+enum class OptimizerKind {
+  AdamW,  // "adamw"
+  Lamb,   // "lamb"
+};
+
+// Learning-rate schedule after the linear warmup.
+enum class ScheduleKind {
+  Constant,  // "constant"
+  Linear,    // "linear": linear decay to minLearningRateRatio * learningRate at maxSteps
+  Cosine,    // "cosine": cosine decay to minLearningRateRatio * learningRate at maxSteps
+};
+
+// spec.model: the transformer LM. Every stage holds layersPerStage blocks; stage 0 also holds the
+// embedding and the last stage the LM head.
+struct ModelSpec {
+  std::int64_t vocab_size = 256;       // vocabSize, 2..1000000
+  std::int64_t hidden_size = 192;      // hiddenSize, 8..65536, a multiple of numHeads
+  std::int64_t num_heads = 6;          // numHeads, 1..256
+  std::int64_t layers_per_stage = 2;   // layersPerStage, 1..256
+  std::int64_t sequence_length = 128;  // sequenceLength, 2..65536
+  std::int64_t mlp_ratio = 4;          // mlpRatio, 1..16: MLP width = mlpRatio * hiddenSize
+  bool shared_layers = false;          // sharedLayers: ALBERT-style, one block reused per stage
+};
+
+// spec.pipeline
+struct PipelineSpec {
+  std::int64_t stages = 2;                     // stages, 2..64
+  Compression compression = Compression::None;  // compression: none | blockwise8
+};
+
+// spec.training.dataset
+struct DatasetSpec {
+  std::string path = "/usr/share/games/fortunes";  // path: a text file or a directory of them
+};
+
+// spec.training.optimizer
+struct OptimizerSpec {
+  OptimizerKind name = OptimizerKind::AdamW;  // name: adamw | lamb
+  double learning_rate = 0.002;               // learningRate, (0, 10]
+  double beta1 = 0.9;                         // betas[0], [0, 1)
+  double beta2 = 0.95;                        // betas[1], [0, 1)
+  double epsilon = 1.0e-8;                    // epsilon, > 0
+  double weight_decay = 0.01;                 // weightDecay, >= 0
+  double grad_clip = 1.0;                     // gradClip, >= 0: per-stage norm clip, 0 disables
+};
+
+// spec.training.schedule
+struct ScheduleSpec {
+  ScheduleKind kind = ScheduleKind::Cosine;  // kind: constant | linear | cosine
+  std::int64_t warmup_steps = 10;            // warmupSteps, 0 .. maxSteps-1: linear warmup
+  double min_learning_rate_ratio = 0.1;      // minLearningRateRatio, [0, 1]
+};
+
+// spec.training
+struct TrainingSpec {
+  std::int64_t global_batch = 64;  // globalBatch: samples per optimizer step and stage, over all
+                                   // its peers; a multiple of microbatch
+  std::int64_t microbatch = 8;     // microbatch, 1..65536
+  std::int64_t max_steps = 300;    // maxSteps, >= 1
+  std::uint64_t seed = 1;          // seed
+  DatasetSpec dataset;             // dataset
+  OptimizerSpec optimizer;         // optimizer
+  ScheduleSpec schedule;           // schedule
+};
+
+// spec.workers: the peers serving the stages.
+struct WorkersSpec {
+  std::int64_t per_stage = 1;  // perStage, 1..1024
+  std::string device = "auto";  // device: auto | cpu | cuda
+  std::int64_t threads = 0;    // threads, 0..1024: torch intra-op threads; 0 = cores / workers
+};
+
+// spec.trainers.routing: stochastic wiring, see planner/StageRouter.
+struct RoutingSpec {
+  double ema_alpha = 0.1;              // emaAlpha, (0, 1]: weight of the newest measurement
+  double backward_weight = 2.0;        // backwardWeight, > 0: a backward counts this many forwards
+  double explore_peer_seconds = 10.0;  // explorePeerSeconds, > 0: unmeasured peers tried this soon
+};
+
+// spec.trainers
+struct TrainersSpec {
+  std::int64_t count = 1;                  // count, 1..1024
+  std::int64_t inflight_microbatches = 4;  // inflightMicrobatches, 1..1024
+  RoutingSpec routing;                     // routing
+};
+
+// spec.timeouts, all in seconds, each in (0, 86400].
+struct TimeoutsSpec {
+  double connect_seconds = 3;           // connectSeconds: TCP connect to a peer
+  double forward_seconds = 30;          // forwardSeconds: one forward request, queueing included
+  double backward_seconds = 60;         // backwardSeconds: one backward request, queueing included
+  double averaging_seconds = 30;        // averagingSeconds: gather + all-reduce of one round
+  double heartbeat_seconds = 1;         // heartbeatSeconds: peers re-announce this often
+  double peer_expiry_seconds = 4;       // peerExpirySeconds, > heartbeatSeconds: drop silent peers
+  double activation_ttl_seconds = 120;  // activationTtlSeconds: keep activations for the backward
+};
+
+// spec.secret: the shared secret that authenticates data-plane frames (HMAC).
+//
+// Processes always read the secret from the environment variable named by `env`
+// (resolve_secret). `secretRef` names a Kubernetes Secret; the operator resolves it by injecting
+// that Secret's key into the pods as the variable `env` (a secretKeyRef), so no process ever
+// reads Kubernetes Secrets itself. With `swarm local`, export the variable yourself.
+//   secret: {env: MY_SECRET}
+//   secret: {secretRef: {name: my-secret, key: token}}          (env stays SWARM_JOB_SECRET)
+struct SecretSpec {
+  std::string env = "SWARM_JOB_SECRET";  // env: an environment variable name
+  std::string secret_ref_name;           // secretRef.name: a Kubernetes Secret; empty = none
+  std::string secret_ref_key;            // secretRef.key: the key inside it
+};
+
+// The whole SwarmJob document.
+struct JobSpec {
+  std::string api_version = kSwarmJobApiVersion;  // apiVersion
+  std::string kind = kSwarmJobKind;               // kind
+  std::string name = "tiny-lm";                   // metadata.name: DNS-1123 label, <= 40 chars
+  std::string namespace_ = "default";             // metadata.namespace: DNS-1123 label
+  ModelSpec model;                                // spec.model
+  PipelineSpec pipeline;                          // spec.pipeline
+  TrainingSpec training;                          // spec.training
+  WorkersSpec workers;                            // spec.workers
+  TrainersSpec trainers;                          // spec.trainers
+  TimeoutsSpec timeouts;                          // spec.timeouts
+  SecretSpec secret;                              // spec.secret
+};
+
+// Every problem found in a spec. errors() holds one message per problem, each starting with the
+// field path; what() lists them one per line, each prefixed with "<source>: " when the spec came
+// from a file.
+class SpecError : public std::runtime_error {
+ public:
+  explicit SpecError(std::vector<std::string> errors, std::string source = {});
+  explicit SpecError(const std::string& error) : SpecError(std::vector<std::string>{error}) {}
+
+  const std::vector<std::string>& errors() const noexcept { return errors_; }
+  // The file the spec was read from; empty for parse_job_spec / job_spec_from_json.
+  const std::string& source() const noexcept { return source_; }
+
+ private:
+  std::vector<std::string> errors_;
+  std::string source_;
+};
+
+// Parses and validates a SwarmJob manifest from YAML text (JSON text is valid YAML and works too).
+// Fields left out take the defaults above. Throws SpecError listing every problem.
+JobSpec parse_job_spec(const std::string& yaml_text);
+
+// Reads `path` and parses it like parse_job_spec. Throws SpecError (whose source() is `path`) on
+// an unreadable file or an invalid spec.
+JobSpec load_job_spec(const std::string& path);
+
+// Checks every rule on an already-built spec (e.g. after command-line overrides); returns one
+// message per broken rule, empty when valid. parse_job_spec and job_spec_from_json apply the same
+// rules.
+std::vector<std::string> validate_job_spec(const JobSpec& spec);
+// Throws SpecError when validate_job_spec finds anything.
+void check_job_spec(const JobSpec& spec);
+
+// The data-plane secret: the value of the environment variable spec.env. Throws SpecError
+// "spec.secret.env: environment variable X is not set or empty" when it is missing. A secretRef is
+// delivered in that same variable by the operator (see SecretSpec).
+std::string resolve_secret(const SecretSpec& secret);
+
+// The YAML/JSON spellings of the enums, and back (nullopt for an unknown spelling).
+const char* to_string(Compression c);
+const char* to_string(OptimizerKind k);
+const char* to_string(ScheduleKind k);
+std::optional<Compression> parse_compression(std::string_view s);
+std::optional<OptimizerKind> parse_optimizer_kind(std::string_view s);
+std::optional<ScheduleKind> parse_schedule_kind(std::string_view s);
+
+// Kubernetes name rules. A DNS-1123 label: 1..63 of [a-z0-9-], starting and ending with [a-z0-9].
+// A DNS-1123 subdomain: 1..253 chars, dot-separated labels.
+bool is_dns1123_label(std::string_view s);
+bool is_dns1123_subdomain(std::string_view s);
+
+// Member-wise equality.
+bool operator==(const ModelSpec& a, const ModelSpec& b);
+bool operator==(const PipelineSpec& a, const PipelineSpec& b);
+bool operator==(const DatasetSpec& a, const DatasetSpec& b);
+bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
+bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
+bool operator==(const TrainingSpec& a, const TrainingSpec& b);
+bool operator==(const WorkersSpec& a, const WorkersSpec& b);
+bool operator==(const RoutingSpec& a, const RoutingSpec& b);
+bool operator==(const TrainersSpec& a, const TrainersSpec& b);
+bool operator==(const TimeoutsSpec& a, const TimeoutsSpec& b);
+bool operator==(const SecretSpec& a, const SecretSpec& b);
+bool operator==(const JobSpec& a, const JobSpec& b);
+inline bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
+inline bool operator!=(const PipelineSpec& a, const PipelineSpec& b) { return !(a == b); }
+inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }
+inline bool operator!=(const OptimizerSpec& a, const OptimizerSpec& b) { return !(a == b); }
+inline bool operator!=(const ScheduleSpec& a, const ScheduleSpec& b) { return !(a == b); }
+inline bool operator!=(const TrainingSpec& a, const TrainingSpec& b) { return !(a == b); }
+inline bool operator!=(const WorkersSpec& a, const WorkersSpec& b) { return !(a == b); }
+inline bool operator!=(const RoutingSpec& a, const RoutingSpec& b) { return !(a == b); }
+inline bool operator!=(const TrainersSpec& a, const TrainersSpec& b) { return !(a == b); }
+inline bool operator!=(const TimeoutsSpec& a, const TimeoutsSpec& b) { return !(a == b); }
+inline bool operator!=(const SecretSpec& a, const SecretSpec& b) { return !(a == b); }
+inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
+
+}  // namespace swarm

@@ -1,0 +1,432 @@
+// JobSpec <-> JSON, and the strict decoder both the YAML and the JSON front ends use.
+#include "common/job_spec_json.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/job_spec_internal.h"
+
+namespace swarm {
+namespace detail {
+namespace {
+
+using nlohmann::json;
+
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known field a misspelt `key` most likely meant, or "".
+std::string suggestion(const std::string& key, const std::vector<std::string>& known) {
+  for (const std::string& k : known) {
+    if (normalized(k) == normalized(key)) return k;  // hidden_size, HiddenSize -> hiddenSize
+  }
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(key.size() < 5 ? 1 : 2, key.size() / 4);
+  for (const std::string& k : known) {
+    std::size_t d = edit_distance(key, k);
+    if (d <= best_distance && (best.empty() || d < best_distance)) {
+      best = k;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+// Reads the fields of one JSON object at `path`, type-checking each, and reports the keys nobody
+// asked for as unknown in finish(). An absent or null object reads as all defaults.
+class Reader {
+ public:
+  Reader(Issues& issues, const json* value, std::string path, bool required = false)
+      : issues_(issues), path_(std::move(path)) {
+    if (value == nullptr || value->is_null()) {
+      if (required) issues_.fail(path_, "required");
+    } else if (!value->is_object()) {
+      issues_.fail(path_, "expected an object, got " + describe(*value));
+    } else {
+      object_ = value;
+    }
+  }
+
+  Reader object(const char* key, bool required = false) {
+    return Reader(issues_, field(key), join_path(path_, key), required && object_ != nullptr);
+  }
+
+  void ignore(const char* key) { field(key); }
+
+  void get(const char* key, std::string& out, bool required = false) {
+    if (const json* v = field(key, required)) {
+      if (v->is_string()) {
+        out = v->get<std::string>();
+      } else {
+        fail(key, "expected a string, got " + describe(*v));
+      }
+    }
+  }
+
+  void get(const char* key, bool& out) {
+    if (const json* v = field(key)) {
+      if (v->is_boolean()) {
+        out = v->get<bool>();
+      } else {
+        fail(key, "expected a boolean (true or false), got " + describe(*v));
+      }
+    }
+  }
+
+  void get(const char* key, double& out) {
+    if (const json* v = field(key)) {
+      if (v->is_number()) {
+        out = v->get<double>();
+      } else {
+        fail(key, "expected a number, got " + describe(*v));
+      }
+    }
+  }
+
+  void get(const char* key, std::int64_t& out) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    if (v->is_number_integer() && !v->is_number_unsigned()) {
+      out = v->get<std::int64_t>();
+    } else if (v->is_number_unsigned() && v->get<std::uint64_t>() <= INT64_MAX) {
+      out = static_cast<std::int64_t>(v->get<std::uint64_t>());
+    } else if (v->is_number_float() && whole(v->get<double>()) &&
+               std::fabs(v->get<double>()) < 9.2e18) {
+      out = static_cast<std::int64_t>(v->get<double>());
+    } else if (v->is_number() && (!v->is_number_float() || whole(v->get<double>()))) {
+      fail(key, "integer out of range, got " + describe(*v));
+    } else {
+      fail(key, "expected an integer, got " + describe(*v));
+    }
+  }
+
+  void get(const char* key, std::uint64_t& out) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    if (v->is_number_unsigned()) {
+      out = v->get<std::uint64_t>();
+    } else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) {
+      out = static_cast<std::uint64_t>(v->get<std::int64_t>());
+    } else if (v->is_number_float() && whole(v->get<double>()) && v->get<double>() >= 0 &&
+               v->get<double>() < 1.8e19) {
+      out = static_cast<std::uint64_t>(v->get<double>());
+    } else if (v->is_number() && (!v->is_number_float() || whole(v->get<double>()))) {
+      fail(key, "must be an integer in [0, 18446744073709551615], got " + describe(*v));
+    } else {
+      fail(key, "expected an integer, got " + describe(*v));
+    }
+  }
+
+  template <class E>
+  void get_enum(const char* key, E& out, std::optional<E> (*parse)(std::string_view),
+                const char* choices) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    std::optional<E> e;
+    if (v->is_string()) e = parse(v->get<std::string>());
+    if (e) {
+      out = *e;
+    } else {
+      fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
+    }
+  }
+
+  // A list of exactly two numbers, e.g. betas: [0.9, 0.95].
+  void get_pair(const char* key, double& first, double& second) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    if (!v->is_array() || v->size() != 2) {
+      fail(key, "expected a list of two numbers, got " + describe(*v));
+      return;
+    }
+    const std::string path = join_path(path_, key);
+    double* out[2] = {&first, &second};
+    for (std::size_t i = 0; i < 2; ++i) {
+      if ((*v)[i].is_number()) {
+        *out[i] = (*v)[i].get<double>();
+      } else {
+        issues_.fail(index_path(path, i), "expected a number, got " + describe((*v)[i]));
+      }
+    }
+  }
+
+  // An object whose values are all strings (labels, annotations); checked, then dropped.
+  void string_map(const char* key) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    const std::string path = join_path(path_, key);
+    if (!v->is_object()) {
+      issues_.fail(path, "expected an object of strings, got " + describe(*v));
+      return;
+    }
+    for (const auto& item : v->items()) {
+      if (!item.value().is_string()) {
+        issues_.fail(join_path(path, item.key()),
+                     "expected a string, got " + describe(item.value()));
+      }
+    }
+  }
+
+  // Reports every key that no getter asked for.
+  void finish() {
+    if (object_ == nullptr) return;
+    for (const auto& item : object_->items()) {
+      if (std::find(known_.begin(), known_.end(), item.key()) != known_.end()) continue;
+      std::string message = "unknown field";
+      std::string guess = suggestion(item.key(), known_);
+      if (!guess.empty()) message += " (did you mean " + guess + "?)";
+      message += "; allowed:";
+      for (std::size_t i = 0; i < known_.size(); ++i) message += (i ? ", " : " ") + known_[i];
+      issues_.fail(join_path(path_, item.key()), message);
+    }
+  }
+
+ private:
+  static bool whole(double x) { return std::isfinite(x) && x == std::trunc(x); }
+
+  const json* field(const char* key, bool required = false) {
+    known_.emplace_back(key);
+    if (object_ == nullptr) return nullptr;
+    auto it = object_->find(key);
+    if (it == object_->end() || it->is_null()) {
+      if (required) issues_.fail(join_path(path_, key), "required");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  void fail(const char* key, std::string message) {
+    issues_.fail(join_path(path_, key), std::move(message));
+  }
+
+  Issues& issues_;
+  std::string path_;
+  const json* object_ = nullptr;
+  std::vector<std::string> known_;
+};
+
+void decode_metadata(Reader& root, JobSpec& out) {
+  Reader m = root.object("metadata", /*required=*/true);
+  m.get("name", out.name, /*required=*/true);
+  m.get("namespace", out.namespace_);
+  m.string_map("labels");
+  m.string_map("annotations");
+  // Set by Kubernetes on objects read back from the API server; accepted and ignored.
+  for (const char* key : {"uid", "resourceVersion", "generation", "creationTimestamp",
+                          "deletionTimestamp", "deletionGracePeriodSeconds", "generateName",
+                          "selfLink", "finalizers", "ownerReferences", "managedFields"}) {
+    m.ignore(key);
+  }
+  m.finish();
+}
+
+void decode_training(Reader& spec, TrainingSpec& t) {
+  Reader r = spec.object("training");
+  r.get("globalBatch", t.global_batch);
+  r.get("microbatch", t.microbatch);
+  r.get("maxSteps", t.max_steps);
+  r.get("seed", t.seed);
+  {
+    Reader d = r.object("dataset");
+    d.get("path", t.dataset.path);
+    d.finish();
+  }
+  {
+    Reader o = r.object("optimizer");
+    o.get_enum("name", t.optimizer.name, parse_optimizer_kind, "adamw, lamb");
+    o.get("learningRate", t.optimizer.learning_rate);
+    o.get_pair("betas", t.optimizer.beta1, t.optimizer.beta2);
+    o.get("epsilon", t.optimizer.epsilon);
+    o.get("weightDecay", t.optimizer.weight_decay);
+    o.get("gradClip", t.optimizer.grad_clip);
+    o.finish();
+  }
+  {
+    Reader s = r.object("schedule");
+    s.get_enum("kind", t.schedule.kind, parse_schedule_kind, "constant, linear, cosine");
+    s.get("warmupSteps", t.schedule.warmup_steps);
+    s.get("minLearningRateRatio", t.schedule.min_learning_rate_ratio);
+    s.finish();
+  }
+  r.finish();
+}
+
+void decode_spec(Reader& root, JobSpec& out) {
+  Reader spec = root.object("spec");
+  {
+    ModelSpec& m = out.model;
+    Reader r = spec.object("model");
+    r.get("vocabSize", m.vocab_size);
+    r.get("hiddenSize", m.hidden_size);
+    r.get("numHeads", m.num_heads);
+    r.get("layersPerStage", m.layers_per_stage);
+    r.get("sequenceLength", m.sequence_length);
+    r.get("mlpRatio", m.mlp_ratio);
+    r.get("sharedLayers", m.shared_layers);
+    r.finish();
+  }
+  {
+    Reader r = spec.object("pipeline");
+    r.get("stages", out.pipeline.stages);
+    r.get_enum("compression", out.pipeline.compression, parse_compression, "none, blockwise8");
+    r.finish();
+  }
+  decode_training(spec, out.training);
+  {
+    Reader r = spec.object("workers");
+    r.get("perStage", out.workers.per_stage);
+    r.get("device", out.workers.device);
+    r.get("threads", out.workers.threads);
+    r.finish();
+  }
+  {
+    TrainersSpec& t = out.trainers;
+    Reader r = spec.object("trainers");
+    r.get("count", t.count);
+    r.get("inflightMicrobatches", t.inflight_microbatches);
+    Reader routing = r.object("routing");
+    routing.get("emaAlpha", t.routing.ema_alpha);
+    routing.get("backwardWeight", t.routing.backward_weight);
+    routing.get("explorePeerSeconds", t.routing.explore_peer_seconds);
+    routing.finish();
+    r.finish();
+  }
+  {
+    TimeoutsSpec& t = out.timeouts;
+    Reader r = spec.object("timeouts");
+    r.get("connectSeconds", t.connect_seconds);
+    r.get("forwardSeconds", t.forward_seconds);
+    r.get("backwardSeconds", t.backward_seconds);
+    r.get("averagingSeconds", t.averaging_seconds);
+    r.get("heartbeatSeconds", t.heartbeat_seconds);
+    r.get("peerExpirySeconds", t.peer_expiry_seconds);
+    r.get("activationTtlSeconds", t.activation_ttl_seconds);
+    r.finish();
+  }
+  {
+    Reader r = spec.object("secret");
+    r.get("env", out.secret.env);
+    Reader ref = r.object("secretRef");
+    ref.get("name", out.secret.secret_ref_name);
+    ref.get("key", out.secret.secret_ref_key);
+    ref.finish();
+    r.finish();
+  }
+  spec.finish();
+}
+
+}  // namespace
+
+void decode_job_spec(const json& doc, JobSpec& out, Issues& issues) {
+  if (!doc.is_object()) {
+    issues.fail("", "expected a SwarmJob manifest (an object with apiVersion, kind, metadata and "
+                    "spec), got " + describe(doc));
+    return;
+  }
+  Reader root(issues, &doc, "");
+  root.get("apiVersion", out.api_version, /*required=*/true);
+  root.get("kind", out.kind, /*required=*/true);
+  decode_metadata(root, out);
+  decode_spec(root, out);
+  root.ignore("status");  // a resource read back from Kubernetes
+  root.finish();
+}
+
+}  // namespace detail
+
+nlohmann::json to_json(const JobSpec& s) {
+  using nlohmann::json;
+  const TrainingSpec& t = s.training;
+  const TimeoutsSpec& to = s.timeouts;
+  json secret = {{"env", s.secret.env}};
+  if (!s.secret.secret_ref_name.empty() || !s.secret.secret_ref_key.empty()) {
+    secret["secretRef"] = {{"name", s.secret.secret_ref_name}, {"key", s.secret.secret_ref_key}};
+  }
+  json spec = {
+      {"model",
+       {{"vocabSize", s.model.vocab_size},
+        {"hiddenSize", s.model.hidden_size},
+        {"numHeads", s.model.num_heads},
+        {"layersPerStage", s.model.layers_per_stage},
+        {"sequenceLength", s.model.sequence_length},
+        {"mlpRatio", s.model.mlp_ratio},
+        {"sharedLayers", s.model.shared_layers}}},
+      {"pipeline",
+       {{"stages", s.pipeline.stages}, {"compression", to_string(s.pipeline.compression)}}},
+      {"training",
+       {{"globalBatch", t.global_batch},
+        {"microbatch", t.microbatch},
+        {"maxSteps", t.max_steps},
+        {"seed", t.seed},
+        {"dataset", {{"path", t.dataset.path}}},
+        {"optimizer",
+         {{"name", to_string(t.optimizer.name)},
+          {"learningRate", t.optimizer.learning_rate},
+          {"betas", json::array({t.optimizer.beta1, t.optimizer.beta2})},
+          {"epsilon", t.optimizer.epsilon},
+          {"weightDecay", t.optimizer.weight_decay},
+          {"gradClip", t.optimizer.grad_clip}}},
+        {"schedule",
+         {{"kind", to_string(t.schedule.kind)},
+          {"warmupSteps", t.schedule.warmup_steps},
+          {"minLearningRateRatio", t.schedule.min_learning_rate_ratio}}}}},
+      {"workers",
+       {{"perStage", s.workers.per_stage},
+        {"device", s.workers.device},
+        {"threads", s.workers.threads}}},
+      {"trainers",
+       {{"count", s.trainers.count},
+        {"inflightMicrobatches", s.trainers.inflight_microbatches},
+        {"routing",
+         {{"emaAlpha", s.trainers.routing.ema_alpha},
+          {"backwardWeight", s.trainers.routing.backward_weight},
+          {"explorePeerSeconds", s.trainers.routing.explore_peer_seconds}}}}},
+      {"timeouts",
+       {{"connectSeconds", to.connect_seconds},
+        {"forwardSeconds", to.forward_seconds},
+        {"backwardSeconds", to.backward_seconds},
+        {"averagingSeconds", to.averaging_seconds},
+        {"heartbeatSeconds", to.heartbeat_seconds},
+        {"peerExpirySeconds", to.peer_expiry_seconds},
+        {"activationTtlSeconds", to.activation_ttl_seconds}}},
+      {"secret", secret},
+  };
+  return json{{"apiVersion", s.api_version},
+              {"kind", s.kind},
+              {"metadata", {{"name", s.name}, {"namespace", s.namespace_}}},
+              {"spec", std::move(spec)}};
+}
+
+JobSpec job_spec_from_json(const nlohmann::json& manifest) {
+  detail::Issues issues;
+  return detail::decode_and_validate(manifest, issues, {}, {});
+}
+
+void to_json(nlohmann::json& out, const JobSpec& spec) { out = to_json(spec); }
+void from_json(const nlohmann::json& in, JobSpec& spec) { spec = job_spec_from_json(in); }
+
+}  // namespace swarm

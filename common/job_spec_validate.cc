@@ -1,0 +1,244 @@
+// The validation rules of a SwarmJob spec: one rule per check, every broken rule reported.
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/job_spec.h"
+#include "common/job_spec_internal.h"
+
+namespace swarm::detail {
+namespace {
+
+struct Bound {
+  double value;
+  bool inclusive;
+};
+Bound ge(double v) { return {v, true}; }
+Bound gt(double v) { return {v, false}; }
+Bound le(double v) { return {v, true}; }
+Bound lt(double v) { return {v, false}; }
+
+class Rules {
+ public:
+  explicit Rules(Issues& issues) : issues_(issues) {}
+
+  // False when decoding already reported this path: its value is a default, not the user's.
+  bool ok(const std::string& path) const { return !issues_.failed(path); }
+  void error(const std::string& path, std::string message) {
+    issues_.add(path, std::move(message));
+  }
+
+  // Each check returns whether the value was checked and holds, so that cross-field rules only
+  // run on values that are individually fine.
+  bool range(const std::string& path, std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (!ok(path)) return false;
+    const std::string got = ", got " + std::to_string(v);
+    if (v < lo) return fail(path, "must be >= " + std::to_string(lo) + got);
+    if (v > hi) return fail(path, "must be <= " + std::to_string(hi) + got);
+    return true;
+  }
+
+  bool at_least(const std::string& path, std::int64_t v, std::int64_t lo) {
+    return range(path, v, lo, INT64_MAX);
+  }
+
+  bool number(const std::string& path, double v, std::optional<Bound> lo, std::optional<Bound> hi) {
+    if (!ok(path)) return false;
+    const std::string got = ", got " + describe_number(v);
+    if (!std::isfinite(v)) return fail(path, "must be a finite number" + got);
+    if (lo && (lo->inclusive ? v < lo->value : v <= lo->value)) {
+      return fail(path, std::string("must be ") + (lo->inclusive ? ">= " : "> ") +
+                            describe_number(lo->value) + got);
+    }
+    if (hi && (hi->inclusive ? v > hi->value : v >= hi->value)) {
+      return fail(path, std::string("must be ") + (hi->inclusive ? "<= " : "< ") +
+                            describe_number(hi->value) + got);
+    }
+    return true;
+  }
+
+  bool non_empty(const std::string& path, const std::string& v) {
+    if (!ok(path)) return false;
+    if (v.empty()) return fail(path, "must not be empty");
+    return true;
+  }
+
+ private:
+  bool fail(const std::string& path, std::string message) {
+    error(path, std::move(message));
+    return false;
+  }
+  Issues& issues_;
+};
+
+bool is_env_name(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// Kubernetes Secret keys: [-._a-zA-Z0-9]+, at most 253 characters.
+bool is_secret_key(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+void check_metadata(const JobSpec& s, Rules& r) {
+  if (r.ok("apiVersion") && s.api_version != kSwarmJobApiVersion) {
+    r.error("apiVersion",
+            "must be " + quote(kSwarmJobApiVersion) + ", got " + quote(s.api_version));
+  }
+  if (r.ok("kind") && s.kind != kSwarmJobKind) {
+    r.error("kind", "must be " + quote(kSwarmJobKind) + ", got " + quote(s.kind));
+  }
+  const std::string dns_rule =
+      "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a "
+      "letter or digit), got ";
+  if (r.non_empty("metadata.name", s.name)) {
+    if (s.name.size() > kMaxJobNameLength) {
+      r.error("metadata.name", "must be at most " + std::to_string(kMaxJobNameLength) +
+                                   " characters (pod names append suffixes), got " +
+                                   quote(s.name) + " (" + std::to_string(s.name.size()) +
+                                   " characters)");
+    } else if (!is_dns1123_label(s.name)) {
+      r.error("metadata.name", dns_rule + quote(s.name));
+    }
+  }
+  if (r.non_empty("metadata.namespace", s.namespace_) && !is_dns1123_label(s.namespace_)) {
+    r.error("metadata.namespace", dns_rule + quote(s.namespace_));
+  }
+}
+
+void check_model(const ModelSpec& m, Rules& r) {
+  r.range("spec.model.vocabSize", m.vocab_size, 2, 1000000);
+  bool hidden = r.range("spec.model.hiddenSize", m.hidden_size, 8, 65536);
+  bool heads = r.range("spec.model.numHeads", m.num_heads, 1, 256);
+  if (hidden && heads && m.hidden_size % m.num_heads != 0) {
+    r.error("spec.model.hiddenSize", "must be a multiple of spec.model.numHeads (" +
+                                         std::to_string(m.num_heads) + "), got " +
+                                         std::to_string(m.hidden_size));
+  }
+  r.range("spec.model.layersPerStage", m.layers_per_stage, 1, 256);
+  r.range("spec.model.sequenceLength", m.sequence_length, 2, 65536);
+  r.range("spec.model.mlpRatio", m.mlp_ratio, 1, 16);
+}
+
+void check_training(const TrainingSpec& t, Rules& r) {
+  const std::string p = "spec.training.";
+  bool global = r.range(p + "globalBatch", t.global_batch, 1, std::int64_t{1} << 24);
+  bool micro = r.range(p + "microbatch", t.microbatch, 1, 65536);
+  if (global && micro) {
+    const std::string mb = " spec.training.microbatch (" + std::to_string(t.microbatch) +
+                           "), got " + std::to_string(t.global_batch);
+    if (t.global_batch < t.microbatch) {
+      r.error(p + "globalBatch", "must be >=" + mb);
+    } else if (t.global_batch % t.microbatch != 0) {
+      r.error(p + "globalBatch", "must be a multiple of" + mb);
+    }
+  }
+  bool steps = r.at_least(p + "maxSteps", t.max_steps, 1);
+  r.non_empty(p + "dataset.path", t.dataset.path);
+
+  const std::string o = p + "optimizer.";
+  r.number(o + "learningRate", t.optimizer.learning_rate, gt(0), le(10));
+  r.number(o + "betas[0]", t.optimizer.beta1, ge(0), lt(1));
+  r.number(o + "betas[1]", t.optimizer.beta2, ge(0), lt(1));
+  r.number(o + "epsilon", t.optimizer.epsilon, gt(0), std::nullopt);
+  r.number(o + "weightDecay", t.optimizer.weight_decay, ge(0), std::nullopt);
+  r.number(o + "gradClip", t.optimizer.grad_clip, ge(0), std::nullopt);
+
+  const std::string s = p + "schedule.";
+  bool warmup = r.at_least(s + "warmupSteps", t.schedule.warmup_steps, 0);
+  if (warmup && steps && t.schedule.warmup_steps >= t.max_steps) {
+    r.error(s + "warmupSteps", "must be < spec.training.maxSteps (" +
+                                   std::to_string(t.max_steps) + "), got " +
+                                   std::to_string(t.schedule.warmup_steps));
+  }
+  r.number(s + "minLearningRateRatio", t.schedule.min_learning_rate_ratio, ge(0), le(1));
+}
+
+void check_processes(const JobSpec& s, Rules& r) {
+  r.range("spec.workers.perStage", s.workers.per_stage, 1, 1024);
+  const std::string& d = s.workers.device;
+  if (r.ok("spec.workers.device") && d != "auto" && d != "cpu" && d != "cuda") {
+    r.error("spec.workers.device", "must be one of auto, cpu, cuda, got " + quote(d));
+  }
+  r.range("spec.workers.threads", s.workers.threads, 0, 1024);
+
+  r.range("spec.trainers.count", s.trainers.count, 1, 1024);
+  r.range("spec.trainers.inflightMicrobatches", s.trainers.inflight_microbatches, 1, 1024);
+  const RoutingSpec& routing = s.trainers.routing;
+  r.number("spec.trainers.routing.emaAlpha", routing.ema_alpha, gt(0), le(1));
+  r.number("spec.trainers.routing.backwardWeight", routing.backward_weight, gt(0), std::nullopt);
+  r.number("spec.trainers.routing.explorePeerSeconds", routing.explore_peer_seconds, gt(0),
+           le(86400));
+}
+
+void check_timeouts(const TimeoutsSpec& t, Rules& r) {
+  const std::string p = "spec.timeouts.";
+  auto timeout = [&](const char* name, double v) {
+    return r.number(p + name, v, gt(0), le(86400));
+  };
+  timeout("connectSeconds", t.connect_seconds);
+  timeout("forwardSeconds", t.forward_seconds);
+  timeout("backwardSeconds", t.backward_seconds);
+  timeout("averagingSeconds", t.averaging_seconds);
+  bool heartbeat = timeout("heartbeatSeconds", t.heartbeat_seconds);
+  bool expiry = timeout("peerExpirySeconds", t.peer_expiry_seconds);
+  timeout("activationTtlSeconds", t.activation_ttl_seconds);
+  if (heartbeat && expiry && t.peer_expiry_seconds <= t.heartbeat_seconds) {
+    r.error(p + "peerExpirySeconds", "must be > spec.timeouts.heartbeatSeconds (" +
+                                         describe_number(t.heartbeat_seconds) + "), got " +
+                                         describe_number(t.peer_expiry_seconds));
+  }
+}
+
+void check_secret(const SecretSpec& s, Rules& r) {
+  if (r.non_empty("spec.secret.env", s.env) && !is_env_name(s.env)) {
+    r.error("spec.secret.env",
+            "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got " + quote(s.env));
+  }
+  if (s.secret_ref_name.empty() && s.secret_ref_key.empty()) return;  // no secretRef
+  if (r.ok("spec.secret.secretRef.name")) {
+    if (s.secret_ref_name.empty()) {
+      r.error("spec.secret.secretRef.name", "required when secretRef is given");
+    } else if (!is_dns1123_subdomain(s.secret_ref_name)) {
+      r.error("spec.secret.secretRef.name",
+              "must be a Kubernetes Secret name (DNS-1123 subdomain), got " +
+                  quote(s.secret_ref_name));
+    }
+  }
+  if (r.ok("spec.secret.secretRef.key")) {
+    if (s.secret_ref_key.empty()) {
+      r.error("spec.secret.secretRef.key", "required when secretRef is given");
+    } else if (!is_secret_key(s.secret_ref_key)) {
+      r.error("spec.secret.secretRef.key",
+              "must be a Secret key (letters, digits, '-', '_' and '.'), got " +
+                  quote(s.secret_ref_key));
+    }
+  }
+}
+
+}  // namespace
+
+void validate_job_spec(const JobSpec& spec, Issues& issues) {
+  Rules r(issues);
+  check_metadata(spec, r);
+  check_model(spec.model, r);
+  r.range("spec.pipeline.stages", spec.pipeline.stages, 2, 64);
+  check_training(spec.training, r);
+  check_processes(spec, r);
+  check_timeouts(spec.timeouts, r);
+  check_secret(spec.secret, r);
+}
+
+}  // namespace swarm::detail

@@ -1,0 +1,57 @@
+// PeerTable: the registry's soft-state view of who is in a job. Pure: no I/O, the clock is passed
+// in as `now` (seconds, any monotonic origin). A record stays live for `expiry_seconds` after its
+// last upsert; peers keep themselves alive by re-announcing (heartbeats).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace swarm::planner {
+
+struct PeerRecord {
+  std::string peer_id;
+  std::string role;  // "worker" | "trainer"
+  int stage = -1;    // the stage a worker serves; -1 for trainers
+  std::string host;
+  int port = 0;
+  int metrics_port = 0;
+  std::string state;  // "joining" | "serving" | "averaging" | "draining"
+  int64_t round = 0;
+  int64_t queue_length = 0;
+  double samples_per_second = 0;
+  double last_seen = 0;  // set by PeerTable::upsert to `now`
+};
+
+class PeerTable {
+ public:
+  explicit PeerTable(double expiry_seconds);
+
+  // Inserts or replaces the record of `rec.peer_id`; its last_seen becomes `now`.
+  void upsert(PeerRecord rec, double now);
+  // Forgets a peer at once. Returns whether it was known (live or not yet expired away).
+  bool remove(const std::string& id);
+
+  // Live peers (now - last_seen <= expiry), optionally filtered by role ("" = any) and
+  // stage (-1 = any), sorted by peer_id.
+  std::vector<PeerRecord> live(double now, const std::string& role = "", int stage = -1) const;
+  bool is_live(const std::string& id, double now) const;
+  // The record of a live peer, if any.
+  std::optional<PeerRecord> find(const std::string& id, double now) const;
+  // Drops every record that is no longer live.
+  void expire(double now);
+
+  double expiry_seconds() const { return expiry_seconds_; }
+  // Number of stored records, live or not yet expired away.
+  size_t size() const { return peers_.size(); }
+
+ private:
+  bool alive(const PeerRecord& rec, double now) const;
+
+  double expiry_seconds_;
+  std::map<std::string, PeerRecord> peers_;  // ordered: live() comes out sorted by peer_id
+};
+
+}  // namespace swarm::planner

@@ -1,0 +1,139 @@
+#include "planner/round_book.h"
+
+#include <limits>
+
+namespace swarm::planner {
+
+const char* to_string(GroupView::State s) {
+  switch (s) {
+    case GroupView::Gathering:
+      return "gathering";
+    case GroupView::Ready:
+      return "ready";
+    case GroupView::Unknown:
+      break;
+  }
+  return "unknown";
+}
+
+bool RoundBook::is_garbage(int stage, int64_t round) const {
+  auto it = stages_.find(stage);
+  if (it == stages_.end() || it->second.newest < 0) return false;
+  // newest >= 0 here, so newest - kRoundsKept cannot overflow.
+  return round <= it->second.newest - kRoundsKept;
+}
+
+RoundBook::Round& RoundBook::touch(int stage, int64_t round) {
+  Stage& st = stages_[stage];
+  if (round > st.newest) {
+    st.newest = round;
+    while (!st.rounds.empty() && st.rounds.begin()->first <= st.newest - kRoundsKept) {
+      st.rounds.erase(st.rounds.begin());
+    }
+  }
+  return st.rounds[round];
+}
+
+RoundBook::Group* RoundBook::find_group(int stage, int64_t round, int attempt) {
+  auto st = stages_.find(stage);
+  if (st == stages_.end()) return nullptr;
+  auto rd = st->second.rounds.find(round);
+  if (rd == st->second.rounds.end()) return nullptr;
+  auto gr = rd->second.groups.find(attempt);
+  return gr == rd->second.groups.end() ? nullptr : &gr->second;
+}
+
+ProgressView RoundBook::report_progress(int stage, int64_t round, const std::string& peer,
+                                        int64_t samples, int64_t target, const PeerTable& peers,
+                                        double now) {
+  if (is_garbage(stage, round)) return ProgressView{round, 0, target, true};
+  Round& rd = touch(stage, round);
+  rd.samples[peer] = samples;
+  rd.target = target;
+  int64_t total = 0;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const auto& [id, n] : rd.samples) {
+    if (n <= 0 || !peers.is_live(id, now)) continue;
+    total = (total > kMax - n) ? kMax : total + n;  // saturate instead of overflowing
+  }
+  if (total >= rd.target) rd.target_reached = true;
+  return ProgressView{round, total, rd.target, rd.target_reached};
+}
+
+JoinResult RoundBook::join(int stage, int64_t round, int attempt, const Member& m,
+                           double gather_seconds, double now) {
+  if (is_garbage(stage, round)) return JoinResult::Closed;
+  Round& rd = touch(stage, round);
+  auto [it, created] = rd.groups.try_emplace(attempt);
+  Group& g = it->second;
+  if (created) {
+    g.opened_at = now;
+    g.gather_seconds = gather_seconds;
+  }
+  if (g.ready) {
+    for (const Member& x : g.members) {
+      if (x.peer_id == m.peer_id) return JoinResult::Joined;
+    }
+    return JoinResult::Closed;
+  }
+  if (now >= g.opened_at + g.gather_seconds && !created) {
+    // The window has passed: the group is ready in all but bookkeeping (the next group() call
+    // freezes it). Peers that made it in time stay in.
+    return g.joined.count(m.peer_id) ? JoinResult::Joined : JoinResult::Closed;
+  }
+  g.joined[m.peer_id] = m;
+  return JoinResult::Joined;
+}
+
+GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTable& peers,
+                           double now) {
+  GroupView view;
+  if (is_garbage(stage, round)) return view;
+  Group* g = find_group(stage, round, attempt);
+  if (g == nullptr) return view;
+
+  if (!g->ready) {
+    bool timed_out = now >= g->opened_at + g->gather_seconds;
+    bool everyone_in = !g->joined.empty();
+    if (!timed_out && everyone_in) {
+      for (const PeerRecord& w : peers.live(now, "worker", stage)) {
+        if (!g->joined.count(w.peer_id)) {
+          everyone_in = false;
+          break;
+        }
+      }
+    }
+    if (timed_out || everyone_in) {
+      g->ready = true;
+      for (const auto& [id, m] : g->joined) {  // map order: sorted by peer_id
+        if (peers.is_live(id, now)) g->members.push_back(m);
+      }
+      g->joined.clear();
+    }
+  }
+
+  if (g->ready) {
+    view.state = GroupView::Ready;
+    view.members = g->members;
+  } else {
+    view.state = GroupView::Gathering;
+    for (const auto& [id, m] : g->joined) view.members.push_back(m);
+  }
+  if (!view.members.empty()) view.leader = view.members.front().peer_id;
+  return view;
+}
+
+std::vector<int64_t> RoundBook::rounds(int stage) const {
+  std::vector<int64_t> out;
+  auto it = stages_.find(stage);
+  if (it == stages_.end()) return out;
+  for (const auto& [r, rd] : it->second.rounds) out.push_back(r);
+  return out;
+}
+
+int64_t RoundBook::newest_round(int stage) const {
+  auto it = stages_.find(stage);
+  return it == stages_.end() ? -1 : it->second.newest;
+}
+
+}  // namespace swarm::planner

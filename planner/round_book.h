@@ -1,0 +1,106 @@
+// RoundBook: per-stage training progress and averaging-group matchmaking. Pure: no I/O, no
+// threads (the caller serializes access), the clock is passed in as `now` seconds.
+//
+// Progress. Every peer of a stage reports its running sample count for the stage's current
+// round; the registry sums the counts of peers that are still live. Once the sum reaches the
+// target the round's `target_reached` latches: everyone is told to stop and average, even if a
+// peer dies afterwards and the sum drops.
+//
+// Matchmaking. Peers that want to average gradients for (stage, round) join the group of an
+// `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
+// until every live worker of the stage has joined or `gather_seconds` (fixed by its first join)
+// have passed since its first join; at that moment, observed by group(), it turns Ready and its
+// members (joined peers still live, sorted by peer_id) are frozen. A join after that is Closed.
+//
+// Garbage collection. Per stage the book keeps the newest round it has seen and the 4 before it.
+// A round older than that is finished as far as the book is concerned: progress reports say
+// target_reached, joins are Closed, group() says Unknown.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "planner/peer_table.h"
+
+namespace swarm::planner {
+
+struct ProgressView {
+  int64_t round = 0;
+  int64_t samples_total = 0;
+  int64_t target = 0;
+  bool target_reached = false;
+};
+
+struct Member {
+  std::string peer_id;
+  std::string host;
+  int port = 0;
+  int64_t samples = 0;
+};
+
+enum class JoinResult { Joined, Closed };
+
+struct GroupView {
+  enum State { Gathering, Ready, Unknown };
+  State state = Unknown;
+  std::vector<Member> members;  // sorted by peer_id; frozen once Ready
+  std::string leader;           // members[0].peer_id, "" when there are no members
+};
+
+const char* to_string(GroupView::State s);  // "gathering" | "ready" | "unknown"
+
+class RoundBook {
+ public:
+  // Rounds kept per stage: the newest and the (kRoundsKept - 1) before it.
+  static constexpr int64_t kRoundsKept = 5;
+
+  // Records `samples` as `peer`'s running total for (stage, round) (latest value wins) and
+  // returns the sum over peers live in `peers`, against `target` (the latest reported target).
+  ProgressView report_progress(int stage, int64_t round, const std::string& peer, int64_t samples,
+                               int64_t target, const PeerTable& peers, double now);
+
+  // Adds `m` to the group (stage, round, attempt), creating it (and fixing its gather window to
+  // `gather_seconds` from `now`) if this is the first join. Closed if the group is Ready, its
+  // gather window has passed, or the round is garbage. Joining again while gathering updates the
+  // member; a peer that is already a member of a Ready group gets Joined (retries are safe).
+  JoinResult join(int stage, int64_t round, int attempt, const Member& m, double gather_seconds,
+                  double now);
+
+  // The group's view; turns a gathering group Ready when its time has come (see above).
+  GroupView group(int stage, int64_t round, int attempt, const PeerTable& peers, double now);
+
+  // Introspection (tests, metrics): rounds currently held for a stage, ascending, and the newest
+  // round seen for it (-1 when none).
+  std::vector<int64_t> rounds(int stage) const;
+  int64_t newest_round(int stage) const;
+
+ private:
+  struct Group {
+    bool ready = false;
+    double opened_at = 0;
+    double gather_seconds = 0;
+    std::map<std::string, Member> joined;
+    std::vector<Member> members;  // frozen when ready
+  };
+  struct Round {
+    std::map<std::string, int64_t> samples;  // peer -> running total
+    int64_t target = 0;
+    bool target_reached = false;
+    std::map<int, Group> groups;  // attempt -> group
+  };
+  struct Stage {
+    int64_t newest = -1;
+    std::map<int64_t, Round> rounds;
+  };
+
+  bool is_garbage(int stage, int64_t round) const;
+  // The round's state, created if needed; collects rounds that fall out of the window.
+  Round& touch(int stage, int64_t round);
+  Group* find_group(int stage, int64_t round, int attempt);
+
+  std::map<int, Stage> stages_;
+};
+
+}  // namespace swarm::planner

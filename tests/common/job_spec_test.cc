@@ -1,0 +1,504 @@
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/job_spec.h"
+
+namespace swarm {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+const std::string kExample = std::string(SWARM_SOURCE_DIR) + "/examples/tiny-lm.yaml";
+
+const std::string kHeader =
+    "apiVersion: swarm-operator.io/v1alpha1\n"
+    "kind: SwarmJob\n"
+    "metadata:\n"
+    "  name: t\n";
+
+// A manifest whose spec is `spec_flow`, a YAML flow mapping such as "{pipeline: {stages: 3}}".
+std::string manifest(const std::string& spec_flow) { return kHeader + "spec: " + spec_flow + "\n"; }
+
+// The errors parse_job_spec reports for `yaml`; fails the test when it parses.
+std::vector<std::string> errors_of(const std::string& yaml) {
+  try {
+    parse_job_spec(yaml);
+  } catch (const SpecError& e) {
+    return e.errors();
+  }
+  ADD_FAILURE() << "parsed without error:\n" << yaml;
+  return {};
+}
+
+TEST(JobSpec, BundledExampleParsesToTheDefaults) {
+  JobSpec spec = load_job_spec(kExample);
+  EXPECT_EQ(spec.api_version, "swarm-operator.io/v1alpha1");
+  EXPECT_EQ(spec.kind, "SwarmJob");
+  EXPECT_EQ(spec.name, "tiny-lm");
+  EXPECT_EQ(spec.namespace_, "default");
+  EXPECT_EQ(spec.model.vocab_size, 256);
+  EXPECT_EQ(spec.model.hidden_size, 192);
+  EXPECT_EQ(spec.model.num_heads, 6);
+  EXPECT_EQ(spec.model.layers_per_stage, 2);
+  EXPECT_EQ(spec.model.sequence_length, 128);
+  EXPECT_EQ(spec.model.mlp_ratio, 4);
+  EXPECT_FALSE(spec.model.shared_layers);
+  EXPECT_EQ(spec.pipeline.stages, 2);
+  EXPECT_EQ(spec.pipeline.compression, Compression::None);
+  EXPECT_EQ(spec.training.global_batch, 64);
+  EXPECT_EQ(spec.training.microbatch, 8);
+  EXPECT_EQ(spec.training.max_steps, 300);
+  EXPECT_EQ(spec.training.seed, 1u);
+  EXPECT_EQ(spec.training.dataset.path, "/usr/share/games/fortunes");
+  EXPECT_EQ(spec.training.optimizer.name, OptimizerKind::AdamW);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.learning_rate, 0.002);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.epsilon, 1e-8);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.grad_clip, 1.0);
+  EXPECT_EQ(spec.training.schedule.kind, ScheduleKind::Cosine);
+  EXPECT_EQ(spec.training.schedule.warmup_steps, 10);
+  EXPECT_DOUBLE_EQ(spec.training.schedule.min_learning_rate_ratio, 0.1);
+  EXPECT_EQ(spec.workers.per_stage, 1);
+  EXPECT_EQ(spec.workers.device, "auto");
+  EXPECT_EQ(spec.workers.threads, 0);
+  EXPECT_EQ(spec.trainers.count, 1);
+  EXPECT_EQ(spec.trainers.inflight_microbatches, 4);
+  EXPECT_DOUBLE_EQ(spec.trainers.routing.ema_alpha, 0.1);
+  EXPECT_DOUBLE_EQ(spec.trainers.routing.backward_weight, 2.0);
+  EXPECT_DOUBLE_EQ(spec.trainers.routing.explore_peer_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(spec.timeouts.connect_seconds, 3);
+  EXPECT_DOUBLE_EQ(spec.timeouts.forward_seconds, 30);
+  EXPECT_DOUBLE_EQ(spec.timeouts.backward_seconds, 60);
+  EXPECT_DOUBLE_EQ(spec.timeouts.averaging_seconds, 30);
+  EXPECT_DOUBLE_EQ(spec.timeouts.heartbeat_seconds, 1);
+  EXPECT_DOUBLE_EQ(spec.timeouts.peer_expiry_seconds, 4);
+  EXPECT_DOUBLE_EQ(spec.timeouts.activation_ttl_seconds, 120);
+  EXPECT_EQ(spec.secret.env, "SWARM_JOB_SECRET");
+  EXPECT_TRUE(spec.secret.secret_ref_name.empty());
+  // The struct defaults are the example's values, so the whole spec equals a default JobSpec.
+  EXPECT_EQ(spec, JobSpec{});
+  EXPECT_TRUE(validate_job_spec(JobSpec{}).empty());
+}
+
+TEST(JobSpec, OmittedSectionsAndFieldsTakeDefaults) {
+  JobSpec spec = parse_job_spec(kHeader);  // no spec at all
+  JobSpec expected;
+  expected.name = "t";
+  EXPECT_EQ(spec, expected);
+
+  spec = parse_job_spec(manifest("{model: {hiddenSize: 256, numHeads: 8}, training: {seed: 7}}"));
+  expected.model.hidden_size = 256;
+  expected.model.num_heads = 8;
+  expected.training.seed = 7;
+  EXPECT_EQ(spec, expected);
+
+  // An empty section (YAML null) is the same as a missing one.
+  spec = parse_job_spec(kHeader + "spec:\n  model:\n  timeouts: {}\n");
+  EXPECT_EQ(spec.model, ModelSpec{});
+  EXPECT_EQ(spec.timeouts, TimeoutsSpec{});
+}
+
+TEST(JobSpec, ParsesEveryValueSpelling) {
+  JobSpec spec = parse_job_spec(manifest(
+      "{model: {sharedLayers: true, mlpRatio: 2}, pipeline: {stages: 4, compression: blockwise8},"
+      " training: {seed: 18446744073709551615, optimizer: {name: lamb, learningRate: 1e-3,"
+      " betas: [0, .5]}, schedule: {kind: linear, warmupSteps: 0}, globalBatch: 0x40},"
+      " workers: {device: cuda, threads: 0o10}, timeouts: {connectSeconds: 0.5},"
+      " secret: {env: MY_SECRET, secretRef: {name: swarm.secrets, key: hmac.key}}}"));
+  EXPECT_TRUE(spec.model.shared_layers);
+  EXPECT_EQ(spec.model.mlp_ratio, 2);
+  EXPECT_EQ(spec.pipeline.stages, 4);
+  EXPECT_EQ(spec.pipeline.compression, Compression::Blockwise8);
+  EXPECT_EQ(spec.training.seed, 18446744073709551615ull);
+  EXPECT_EQ(spec.training.optimizer.name, OptimizerKind::Lamb);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.learning_rate, 1e-3);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta1, 0);
+  EXPECT_DOUBLE_EQ(spec.training.optimizer.beta2, 0.5);
+  EXPECT_EQ(spec.training.schedule.kind, ScheduleKind::Linear);
+  EXPECT_EQ(spec.training.schedule.warmup_steps, 0);
+  EXPECT_EQ(spec.training.global_batch, 64);
+  EXPECT_EQ(spec.workers.device, "cuda");
+  EXPECT_EQ(spec.workers.threads, 8);
+  EXPECT_DOUBLE_EQ(spec.timeouts.connect_seconds, 0.5);
+  EXPECT_EQ(spec.secret.env, "MY_SECRET");
+  EXPECT_EQ(spec.secret.secret_ref_name, "swarm.secrets");
+  EXPECT_EQ(spec.secret.secret_ref_key, "hmac.key");
+}
+
+TEST(JobSpec, AcceptsAManifestReadBackFromKubernetes) {
+  JobSpec spec = parse_job_spec(R"(apiVersion: swarm-operator.io/v1alpha1
+kind: SwarmJob
+metadata:
+  name: tiny-lm
+  namespace: research
+  uid: 0f6d3c2a-1b7e-4c55-9d0e-5a8e2f1c9b3d
+  resourceVersion: "48213"
+  generation: 3
+  creationTimestamp: "2024-05-01T12:00:00Z"
+  labels: {app.kubernetes.io/name: swarm, team: ml}
+  annotations:
+    kubectl.kubernetes.io/last-applied-configuration: '{"apiVersion":"swarm-operator.io/v1alpha1"}'
+  finalizers: [swarm-operator.io/cleanup]
+spec:
+  pipeline: {stages: 3}
+status:
+  phase: Running
+  step: 120
+  conditions: [{type: Ready, status: "True"}]
+)");
+  EXPECT_EQ(spec.name, "tiny-lm");
+  EXPECT_EQ(spec.namespace_, "research");
+  EXPECT_EQ(spec.pipeline.stages, 3);
+}
+
+struct BadCase {
+  std::string spec;      // flow mapping under spec:
+  std::string expected;  // the one error message must contain this
+  bool located = true;   // whether the field is in the text (then its line is named)
+};
+
+TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
+  const std::vector<BadCase> cases = {
+      {"{pipeline: {stages: 0}}", "spec.pipeline.stages: must be >= 2, got 0"},
+      {"{pipeline: {stages: 65}}", "spec.pipeline.stages: must be <= 64, got 65"},
+      {"{pipeline: {compression: zstd}}",
+       "spec.pipeline.compression: must be one of none, blockwise8, got \"zstd\""},
+      {"{model: {vocabSize: 1}}", "spec.model.vocabSize: must be >= 2, got 1"},
+      {"{model: {vocabSize: 1000001}}", "spec.model.vocabSize: must be <= 1000000, got 1000001"},
+      {"{model: {hiddenSize: 4, numHeads: 1}}", "spec.model.hiddenSize: must be >= 8, got 4"},
+      {"{model: {hiddenSize: 190}}",
+       "spec.model.hiddenSize: must be a multiple of spec.model.numHeads (6), got 190"},
+      {"{model: {hiddenSize: abc}}", "spec.model.hiddenSize: expected an integer, got \"abc\""},
+      {"{model: {hiddenSize: 1.5}}", "spec.model.hiddenSize: expected an integer, got 1.5"},
+      {"{model: {hiddenSize: \"192\"}}", "spec.model.hiddenSize: expected an integer, got \"192\""},
+      {"{model: {numHeads: 0}}", "spec.model.numHeads: must be >= 1, got 0"},
+      {"{model: {numHeads: 512, hiddenSize: 1024}}",
+       "spec.model.numHeads: must be <= 256, got 512"},
+      {"{model: {layersPerStage: 257}}", "spec.model.layersPerStage: must be <= 256, got 257"},
+      {"{model: {sequenceLength: 1}}", "spec.model.sequenceLength: must be >= 2, got 1"},
+      {"{model: {mlpRatio: 17}}", "spec.model.mlpRatio: must be <= 16, got 17"},
+      {"{model: {sharedLayers: yes}}",
+       "spec.model.sharedLayers: expected a boolean (true or false), got \"yes\""},
+      {"{model: 5}", "spec.model: expected an object, got 5"},
+      {"{training: {globalBatch: 60}}",
+       "spec.training.globalBatch: must be a multiple of spec.training.microbatch (8), got 60"},
+      {"{training: {globalBatch: 4}}",
+       "spec.training.globalBatch: must be >= spec.training.microbatch (8), got 4"},
+      {"{training: {microbatch: 0}}", "spec.training.microbatch: must be >= 1, got 0"},
+      {"{training: {microbatch: 131072, globalBatch: 131072}}",
+       "spec.training.microbatch: must be <= 65536, got 131072"},
+      {"{training: {maxSteps: 0, schedule: {warmupSteps: 0}}}",
+       "spec.training.maxSteps: must be >= 1, got 0"},
+      {"{training: {seed: -1}}", "spec.training.seed: must be an integer in [0, "},
+      {"{training: {dataset: {path: \"\"}}}", "spec.training.dataset.path: must not be empty"},
+      {"{training: {optimizer: {name: sgd}}}",
+       "spec.training.optimizer.name: must be one of adamw, lamb, got \"sgd\""},
+      {"{training: {optimizer: {learningRate: 0}}}",
+       "spec.training.optimizer.learningRate: must be > 0, got 0"},
+      {"{training: {optimizer: {learningRate: 11}}}",
+       "spec.training.optimizer.learningRate: must be <= 10, got 11"},
+      {"{training: {optimizer: {learningRate: .nan}}}",
+       "spec.training.optimizer.learningRate: must be a finite number, got .nan"},
+      {"{training: {optimizer: {betas: [0.9]}}}",
+       "spec.training.optimizer.betas: expected a list of two numbers, got [0.9]"},
+      {"{training: {optimizer: {betas: [0.9, 1.0]}}}",
+       "spec.training.optimizer.betas[1]: must be < 1, got 1"},
+      {"{training: {optimizer: {betas: [-0.1, 0.9]}}}",
+       "spec.training.optimizer.betas[0]: must be >= 0, got -0.1"},
+      {"{training: {optimizer: {betas: [0.9, x]}}}",
+       "spec.training.optimizer.betas[1]: expected a number, got \"x\""},
+      {"{training: {optimizer: {epsilon: 0}}}",
+       "spec.training.optimizer.epsilon: must be > 0, got 0"},
+      {"{training: {optimizer: {weightDecay: -0.01}}}",
+       "spec.training.optimizer.weightDecay: must be >= 0, got -0.01"},
+      {"{training: {optimizer: {gradClip: -1}}}",
+       "spec.training.optimizer.gradClip: must be >= 0, got -1"},
+      {"{training: {schedule: {kind: step}}}",
+       "spec.training.schedule.kind: must be one of constant, linear, cosine, got \"step\""},
+      {"{training: {schedule: {warmupSteps: 300}}}",
+       "spec.training.schedule.warmupSteps: must be < spec.training.maxSteps (300), got 300"},
+      {"{training: {schedule: {warmupSteps: -1}}}",
+       "spec.training.schedule.warmupSteps: must be >= 0, got -1"},
+      {"{training: {schedule: {minLearningRateRatio: 1.5}}}",
+       "spec.training.schedule.minLearningRateRatio: must be <= 1, got 1.5"},
+      {"{workers: {perStage: 0}}", "spec.workers.perStage: must be >= 1, got 0"},
+      {"{workers: {perStage: 1025}}", "spec.workers.perStage: must be <= 1024, got 1025"},
+      {"{workers: {device: gpu}}",
+       "spec.workers.device: must be one of auto, cpu, cuda, got \"gpu\""},
+      {"{workers: {threads: -1}}", "spec.workers.threads: must be >= 0, got -1"},
+      {"{trainers: {count: 0}}", "spec.trainers.count: must be >= 1, got 0"},
+      {"{trainers: {inflightMicrobatches: 2000}}",
+       "spec.trainers.inflightMicrobatches: must be <= 1024, got 2000"},
+      {"{trainers: {routing: {emaAlpha: 0}}}",
+       "spec.trainers.routing.emaAlpha: must be > 0, got 0"},
+      {"{trainers: {routing: {emaAlpha: 1.5}}}",
+       "spec.trainers.routing.emaAlpha: must be <= 1, got 1.5"},
+      {"{trainers: {routing: {backwardWeight: -2}}}",
+       "spec.trainers.routing.backwardWeight: must be > 0, got -2"},
+      {"{trainers: {routing: {explorePeerSeconds: 0}}}",
+       "spec.trainers.routing.explorePeerSeconds: must be > 0, got 0"},
+      {"{timeouts: {connectSeconds: 0}}", "spec.timeouts.connectSeconds: must be > 0, got 0"},
+      {"{timeouts: {forwardSeconds: 86401}}",
+       "spec.timeouts.forwardSeconds: must be <= 86400, got 86401"},
+      {"{timeouts: {backwardSeconds: .inf}}",
+       "spec.timeouts.backwardSeconds: must be a finite number, got .inf"},
+      {"{timeouts: {averagingSeconds: -1}}", "spec.timeouts.averagingSeconds: must be > 0, got -1"},
+      {"{timeouts: {activationTtlSeconds: thirty}}",
+       "spec.timeouts.activationTtlSeconds: expected a number, got \"thirty\""},
+      {"{timeouts: {peerExpirySeconds: 1}}",
+       "spec.timeouts.peerExpirySeconds: must be > spec.timeouts.heartbeatSeconds (1), got 1"},
+      {"{timeouts: {heartbeatSeconds: 5}}",
+       "spec.timeouts.peerExpirySeconds: must be > spec.timeouts.heartbeatSeconds (5), got 4",
+       /*located=*/false},
+      {"{secret: {env: \"\"}}", "spec.secret.env: must not be empty"},
+      {"{secret: {env: 1SECRET}}",
+       "spec.secret.env: must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*), got "
+       "\"1SECRET\""},
+      {"{secret: {secretRef: {name: s}}}", "spec.secret.secretRef.key: required when secretRef",
+       /*located=*/false},
+      {"{secret: {secretRef: {name: Bad_Name, key: k}}}",
+       "spec.secret.secretRef.name: must be a Kubernetes Secret name (DNS-1123 subdomain), got "
+       "\"Bad_Name\""},
+  };
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.spec);
+    std::vector<std::string> errors = errors_of(manifest(c.spec));
+    ASSERT_THAT(errors, SizeIs(1));
+    EXPECT_THAT(errors[0], HasSubstr(c.expected));
+    if (c.located) {
+      EXPECT_THAT(errors[0], HasSubstr("(line 5, column "));  // the spec: line of manifest()
+    } else {
+      EXPECT_THAT(errors[0], Not(HasSubstr("(line ")));
+    }
+  }
+}
+
+TEST(JobSpec, HeaderAndMetadataRules) {
+  const std::string spec = "spec: {}\n";
+  auto doc = [&](const std::string& api, const std::string& kind, const std::string& metadata) {
+    return api + kind + metadata + spec;
+  };
+  const std::string api = "apiVersion: swarm-operator.io/v1alpha1\n";
+  const std::string kind = "kind: SwarmJob\n";
+  const std::string meta = "metadata: {name: t}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {doc("apiVersion: v1\n", kind, meta),
+       "apiVersion: must be \"swarm-operator.io/v1alpha1\", got \"v1\" (line 1, column 1)"},
+      {doc("", kind, meta), "apiVersion: required"},
+      {doc(api, "kind: Deployment\n", meta), "kind: must be \"SwarmJob\", got \"Deployment\""},
+      {doc(api, "", meta), "kind: required"},
+      {doc(api, kind, ""), "metadata: required"},
+      {doc(api, kind, "metadata: {namespace: x}\n"), "metadata.name: required"},
+      {doc(api, kind, "metadata: {name: Tiny_LM}\n"),
+       "metadata.name: must be a DNS-1123 label (lowercase letters, digits and '-', starting and "
+       "ending with a letter or digit), got \"Tiny_LM\""},
+      {doc(api, kind, "metadata: {name: -lm}\n"), "metadata.name: must be a DNS-1123 label"},
+      {doc(api, kind, "metadata: {name: " + std::string(41, 'a') + "}\n"),
+       "metadata.name: must be at most 40 characters (pod names append suffixes), got \"aaaa"},
+      {doc(api, kind, "metadata: {name: 5}\n"), "metadata.name: expected a string, got 5"},
+      {doc(api, kind, "metadata: {name: t, namespace: Prod}\n"),
+       "metadata.namespace: must be a DNS-1123 label"},
+      {doc(api, kind, "metadata: {name: t, labels: {tier: 1}}\n"),
+       "metadata.labels.tier: expected a string, got 1"},
+      {doc(api, kind, "metadata: {name: t, labels: [a]}\n"),
+       "metadata.labels: expected an object of strings, got [\"a\"]"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    SCOPED_TRACE(yaml);
+    std::vector<std::string> errors = errors_of(yaml);
+    ASSERT_THAT(errors, SizeIs(1));
+    EXPECT_THAT(errors[0], HasSubstr(expected));
+  }
+  // Exactly 40 characters is fine.
+  EXPECT_EQ(parse_job_spec(doc(api, kind, "metadata: {name: " + std::string(40, 'a') + "}\n")).name,
+            std::string(40, 'a'));
+}
+
+TEST(JobSpec, UnknownFieldsAreErrorsThatListTheAllowedOnes) {
+  std::vector<std::string> errors = errors_of(kHeader + "spec:\n  model:\n    hiddenSiz: 192\n");
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_THAT(errors[0],
+              HasSubstr("spec.model.hiddenSiz: unknown field (did you mean hiddenSize?)"));
+  EXPECT_THAT(errors[0], HasSubstr("allowed: vocabSize, hiddenSize, numHeads, layersPerStage, "
+                                   "sequenceLength, mlpRatio, sharedLayers"));
+  EXPECT_THAT(errors[0], HasSubstr("(line 7, column 5)"));
+
+  EXPECT_THAT(errors_of(manifest("{model: {hidden_size: 192}}")),
+              ElementsAre(HasSubstr(
+                  "spec.model.hidden_size: unknown field (did you mean hiddenSize?)")));
+  EXPECT_THAT(errors_of(manifest("{training: {schedule: {minLearningRatio: 0.1}}}")),
+              ElementsAre(HasSubstr("spec.training.schedule.minLearningRatio: unknown field (did "
+                                    "you mean minLearningRateRatio?)")));
+  EXPECT_THAT(errors_of(manifest("{optimiser: {}}")),
+              ElementsAre(HasSubstr("spec.optimiser: unknown field; allowed: model, pipeline, "
+                                    "training, workers, trainers, timeouts, secret")));
+  EXPECT_THAT(errors_of(kHeader + "specs: {}\n"),
+              ElementsAre(HasSubstr("specs: unknown field (did you mean spec?); allowed: "
+                                    "apiVersion, kind, metadata, spec, status")));
+  EXPECT_THAT(errors_of(manifest("{secret: {secretRef: {name: s, key: k, optional: true}}}")),
+              ElementsAre(HasSubstr("spec.secret.secretRef.optional: unknown field")));
+}
+
+TEST(JobSpec, CollectsEveryErrorInDocumentOrder) {
+  const std::string yaml = kHeader + R"(spec:
+  timeouts:
+    connectSeconds: 0
+  model:
+    hiddenSize: abc
+    colour: blue
+  pipeline:
+    stages: 1
+  training:
+    optimizer: {name: sgd}
+)";
+  try {
+    parse_job_spec(yaml);
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.errors(),
+                ElementsAre("spec.timeouts.connectSeconds: must be > 0, got 0 (line 7, column 5)",
+                            "spec.model.hiddenSize: expected an integer, got \"abc\" "
+                            "(line 9, column 5)",
+                            HasSubstr("spec.model.colour: unknown field"),
+                            "spec.pipeline.stages: must be >= 2, got 1 (line 12, column 5)",
+                            "spec.training.optimizer.name: must be one of adamw, lamb, got \"sgd\" "
+                            "(line 14, column 17)"));
+    // what() lists them one per line.
+    std::string what = e.what();
+    EXPECT_EQ(std::count(what.begin(), what.end(), '\n'), 4);
+    EXPECT_THAT(what, HasSubstr("got 0 (line 7, column 5)\nspec.model.hiddenSize"));
+    EXPECT_TRUE(e.source().empty());
+  }
+}
+
+TEST(JobSpec, A_TypeErrorDoesNotCascadeIntoCrossFieldRules) {
+  EXPECT_THAT(errors_of(manifest("{training: {microbatch: eight, globalBatch: 60}}")),
+              ElementsAre(HasSubstr("spec.training.microbatch: expected an integer")));
+  EXPECT_THAT(errors_of(manifest("{model: {numHeads: many, hiddenSize: 190}}")),
+              ElementsAre(HasSubstr("spec.model.numHeads: expected an integer")));
+}
+
+TEST(JobSpec, DocumentLevelErrors) {
+  // YAML syntax errors carry line and column.
+  EXPECT_THAT(errors_of(kHeader + "spec:\n  model: [1, 2\n"),
+              ElementsAre(HasSubstr("YAML syntax error")));
+  EXPECT_THAT(errors_of(kHeader + "spec:\n  model: {a: 1\n  pipeline: {}\n")[0],
+              HasSubstr("(line "));
+  EXPECT_THAT(errors_of(kHeader + "spec: {}\nspec: {}\n"),
+              ElementsAre("spec: duplicate key (line 6, column 1)"));
+  EXPECT_THAT(errors_of(kHeader + "spec: {[a]: 1}\n"),
+              ElementsAre("spec: keys must be strings, got a list as a key (line 5, column 8)"));
+  EXPECT_THAT(errors_of(""), ElementsAre("the document is empty"));
+  EXPECT_THAT(errors_of("- a\n- b\n"), ElementsAre(HasSubstr("expected a SwarmJob manifest")));
+  EXPECT_THAT(errors_of(kHeader + "---\n" + kHeader),
+              ElementsAre(HasSubstr("expected one YAML document, got 2")));
+  // Aliases expanding exponentially ("billion laughs") are cut off, as is deep nesting.
+  std::string bomb = kHeader + "status:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'g'; ++c) {
+    std::string prev(1, static_cast<char>(c - 1));
+    bomb += std::string("  ") + c + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev +
+            ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" +
+            prev + ", *" + prev + "]\n";
+  }
+  EXPECT_THAT(errors_of(bomb), ElementsAre(HasSubstr("more than 20000 values")));
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  EXPECT_THAT(errors_of(kHeader + "status: " + deep + "\n"),
+              ElementsAre(HasSubstr("nested deeper than 64 levels")));
+}
+
+TEST(JobSpec, LoadJobSpecNamesTheFile) {
+  try {
+    load_job_spec("/nonexistent/job.yaml");
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("cannot read \"/nonexistent/job.yaml\": No such file or directory"));
+  }
+  try {
+    load_job_spec(SWARM_SOURCE_DIR);
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is a directory"));
+  }
+  const std::string path = std::string(SWARM_BINARY_DIR) + "/common_tests_bad.yaml";
+  std::ofstream(path) << manifest("{pipeline: {stages: 0}, workers: {device: tpu}}");
+  try {
+    load_job_spec(path);
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.source(), path);
+    EXPECT_THAT(e.errors(), ElementsAre(HasSubstr("spec.pipeline.stages: must be >= 2, got 0"),
+                                        HasSubstr("spec.workers.device: must be one of")));
+    EXPECT_THAT(e.what(), HasSubstr(path + ": spec.pipeline.stages: must be >= 2, got 0"));
+    EXPECT_THAT(e.what(), HasSubstr("\n" + path + ": spec.workers.device"));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(JobSpec, ValidateAndCheckAProgrammaticSpec) {
+  JobSpec spec;
+  spec.pipeline.stages = 1;
+  spec.workers.device = "tpu";
+  EXPECT_THAT(validate_job_spec(spec),
+              ElementsAre("spec.pipeline.stages: must be >= 2, got 1",
+                          "spec.workers.device: must be one of auto, cpu, cuda, got \"tpu\""));
+  EXPECT_THROW(check_job_spec(spec), SpecError);
+  EXPECT_NO_THROW(check_job_spec(JobSpec{}));
+}
+
+TEST(JobSpec, ResolveSecretReadsTheNamedVariable) {
+  SecretSpec secret;
+  secret.env = "SWARM_COMMON_TEST_SECRET";
+  ::setenv("SWARM_COMMON_TEST_SECRET", "s3cr3t", 1);
+  EXPECT_EQ(resolve_secret(secret), "s3cr3t");
+  ::setenv("SWARM_COMMON_TEST_SECRET", "", 1);
+  EXPECT_THROW(resolve_secret(secret), SpecError);
+  ::unsetenv("SWARM_COMMON_TEST_SECRET");
+  try {
+    resolve_secret(secret);
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(),
+                 "spec.secret.env: environment variable SWARM_COMMON_TEST_SECRET is not set or "
+                 "empty");
+  }
+  ::unsetenv("SWARM_JOB_SECRET");
+  try {
+    resolve_secret(SecretSpec{});
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.errors(), ElementsAre("spec.secret.env: environment variable SWARM_JOB_SECRET "
+                                        "is not set or empty"));
+  }
+}
+
+TEST(JobSpec, EnumSpellingsAndNameRules) {
+  EXPECT_STREQ(to_string(Compression::Blockwise8), "blockwise8");
+  EXPECT_STREQ(to_string(OptimizerKind::AdamW), "adamw");
+  EXPECT_STREQ(to_string(ScheduleKind::Constant), "constant");
+  EXPECT_EQ(parse_compression("none"), Compression::None);
+  EXPECT_EQ(parse_optimizer_kind("lamb"), OptimizerKind::Lamb);
+  EXPECT_EQ(parse_schedule_kind("linear"), ScheduleKind::Linear);
+  EXPECT_EQ(parse_optimizer_kind("AdamW"), std::nullopt);
+  EXPECT_TRUE(is_dns1123_label("tiny-lm-0"));
+  EXPECT_FALSE(is_dns1123_label("tiny-"));
+  EXPECT_FALSE(is_dns1123_label("a.b"));
+  EXPECT_FALSE(is_dns1123_label(std::string(64, 'a')));
+  EXPECT_TRUE(is_dns1123_subdomain("a.b-c.d"));
+  EXPECT_FALSE(is_dns1123_subdomain("a..b"));
+}
+
+}  // namespace
+}  // namespace swarm

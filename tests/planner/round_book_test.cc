@@ -1,0 +1,252 @@
+#include "planner/round_book.h"
+
+#include <gtest/gtest.h>
+
+namespace swarm::planner {
+namespace {
+
+constexpr double kExpiry = 10;
+
+PeerRecord worker(const std::string& id, int stage) {
+  PeerRecord r;
+  r.peer_id = id;
+  r.role = "worker";
+  r.stage = stage;
+  r.host = "h-" + id;
+  r.port = 7000;
+  r.state = "serving";
+  return r;
+}
+
+Member member(const std::string& id, int64_t samples = 0) {
+  return Member{id, "h-" + id, 7000, samples};
+}
+
+std::vector<std::string> ids(const std::vector<Member>& v) {
+  std::vector<std::string> out;
+  for (const auto& m : v) out.push_back(m.peer_id);
+  return out;
+}
+
+// A stage-0 table with the given workers, all announced at t=0.
+PeerTable table_with(std::initializer_list<const char*> workers, int stage = 0) {
+  PeerTable t(kExpiry);
+  for (const char* w : workers) t.upsert(worker(w, stage), 0);
+  return t;
+}
+
+TEST(RoundBookProgress, SumsLatestValuePerPeer) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  ProgressView v = book.report_progress(0, 3, "a", 10, 100, t, 1);
+  EXPECT_EQ(v.round, 3);
+  EXPECT_EQ(v.samples_total, 10);
+  EXPECT_EQ(v.target, 100);
+  EXPECT_FALSE(v.target_reached);
+
+  v = book.report_progress(0, 3, "b", 20, 100, t, 1);
+  EXPECT_EQ(v.samples_total, 30);
+  // Running totals: the latest value replaces, it does not add.
+  v = book.report_progress(0, 3, "a", 15, 100, t, 2);
+  EXPECT_EQ(v.samples_total, 35);
+  v = book.report_progress(0, 3, "a", 15, 100, t, 2);  // idempotent
+  EXPECT_EQ(v.samples_total, 35);
+  EXPECT_FALSE(v.target_reached);
+}
+
+TEST(RoundBookProgress, StagesAndRoundsAreSeparate) {
+  PeerTable t = table_with({"a", "b"});
+  t.upsert(worker("c", 1), 0);
+  RoundBook book;
+  book.report_progress(0, 3, "a", 10, 100, t, 1);
+  EXPECT_EQ(book.report_progress(0, 4, "b", 7, 100, t, 1).samples_total, 7);
+  EXPECT_EQ(book.report_progress(1, 3, "c", 5, 100, t, 1).samples_total, 5);
+  EXPECT_EQ(book.report_progress(0, 3, "b", 1, 100, t, 1).samples_total, 11);
+}
+
+TEST(RoundBookProgress, TargetLatches) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  book.report_progress(0, 0, "a", 60, 100, t, 1);
+  ProgressView v = book.report_progress(0, 0, "b", 40, 100, t, 1);
+  EXPECT_EQ(v.samples_total, 100);
+  EXPECT_TRUE(v.target_reached);
+
+  // b dies: the total drops below the target, but the round stays reached for everyone.
+  t.upsert(worker("a", 0), 5);
+  v = book.report_progress(0, 0, "a", 60, 100, t, 10.5);
+  EXPECT_EQ(v.samples_total, 60);
+  EXPECT_TRUE(v.target_reached);
+  // A later round starts fresh.
+  EXPECT_FALSE(book.report_progress(0, 1, "a", 0, 100, t, 10.5).target_reached);
+}
+
+TEST(RoundBookProgress, DeadPeersSamplesLeaveTheTotal) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  book.report_progress(0, 0, "a", 30, 100, t, 1);
+  EXPECT_EQ(book.report_progress(0, 0, "b", 20, 100, t, 1).samples_total, 50);
+  t.upsert(worker("a", 0), 5);  // a heartbeats, b does not
+  EXPECT_EQ(book.report_progress(0, 0, "a", 31, 100, t, 12).samples_total, 31);
+  t.remove("a");  // withdrawn peers count for nothing either
+  EXPECT_EQ(book.report_progress(0, 0, "a", 31, 100, t, 12).samples_total, 0);
+  // An unknown (never announced) peer's report is kept but not counted.
+  EXPECT_EQ(book.report_progress(0, 0, "ghost", 1000, 100, t, 12).samples_total, 0);
+}
+
+TEST(RoundBookGroup, UnknownUntilFirstJoin) {
+  PeerTable t = table_with({"a"});
+  RoundBook book;
+  GroupView g = book.group(0, 0, 0, t, 0);
+  EXPECT_EQ(g.state, GroupView::Unknown);
+  EXPECT_TRUE(g.members.empty());
+  EXPECT_EQ(g.leader, "");
+  EXPECT_STREQ(to_string(g.state), "unknown");
+}
+
+TEST(RoundBookGroup, ReadyWhenAllLiveWorkersJoined) {
+  PeerTable t = table_with({"c", "a", "b"});
+  t.upsert(worker("other-stage", 1), 0);
+  PeerRecord tr;
+  tr.peer_id = "trainer";
+  tr.role = "trainer";
+  t.upsert(tr, 0);
+  RoundBook book;
+  EXPECT_EQ(book.join(0, 2, 0, member("c", 3), 30, 1), JoinResult::Joined);
+  EXPECT_EQ(book.join(0, 2, 0, member("a", 1), 30, 1.1), JoinResult::Joined);
+  GroupView g = book.group(0, 2, 0, t, 1.2);
+  EXPECT_EQ(g.state, GroupView::Gathering);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "c"}));
+
+  EXPECT_EQ(book.join(0, 2, 0, member("b", 2), 30, 1.3), JoinResult::Joined);
+  g = book.group(0, 2, 0, t, 1.4);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_STREQ(to_string(g.state), "ready");
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(g.leader, "a");  // smallest id leads
+  EXPECT_EQ(g.members[2].samples, 3);
+  EXPECT_EQ(g.members[2].host, "h-c");
+}
+
+TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
+  PeerTable t = table_with({"a", "b", "c"});
+  RoundBook book;
+  book.join(0, 0, 0, member("b"), 5, 1);
+  book.join(0, 0, 0, member("c"), 99, 2);  // the first join fixed the window
+  EXPECT_EQ(book.group(0, 0, 0, t, 5.9).state, GroupView::Gathering);
+  GroupView g = book.group(0, 0, 0, t, 6);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(g.leader, "b");
+}
+
+TEST(RoundBookGroup, LateJoinGetsClosedAndReadyIsImmutable) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  book.join(0, 0, 0, member("a"), 5, 0);
+  book.join(0, 0, 0, member("b"), 5, 0);
+  ASSERT_EQ(book.group(0, 0, 0, t, 0.5).state, GroupView::Ready);
+
+  t.upsert(worker("z", 0), 1);
+  EXPECT_EQ(book.join(0, 0, 0, member("z"), 5, 1), JoinResult::Closed);
+  // A member retrying its join is told it is in.
+  EXPECT_EQ(book.join(0, 0, 0, member("a"), 5, 1), JoinResult::Joined);
+  // Members stay frozen even when one of them dies afterwards.
+  GroupView g = book.group(0, 0, 0, t, 20);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(RoundBookGroup, JoinAfterWindowIsClosedEvenBeforeAnyoneLooks) {
+  PeerTable t = table_with({"a", "b", "c"});
+  RoundBook book;
+  book.join(0, 0, 0, member("a"), 5, 0);
+  EXPECT_EQ(book.join(0, 0, 0, member("b"), 5, 5), JoinResult::Closed);
+  GroupView g = book.group(0, 0, 0, t, 6);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
+}
+
+TEST(RoundBookGroup, DeadJoinerIsLeftOutAndDoesNotBlock) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  book.join(0, 0, 0, member("a"), 60, 0);
+  t.upsert(worker("a", 0), 9);
+  book.join(0, 0, 0, member("b"), 60, 9);
+  // At t=11 b has expired (last seen 0): every live worker (a) has joined; members = live only.
+  GroupView g = book.group(0, 0, 0, t, 11);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
+}
+
+TEST(RoundBookGroup, AttemptsAreSeparateGroups) {
+  PeerTable t = table_with({"a", "b", "c"});
+  RoundBook book;
+  book.join(0, 0, 0, member("a"), 5, 0);
+  book.join(0, 0, 0, member("b"), 5, 0);
+  ASSERT_EQ(book.group(0, 0, 0, t, 5).state, GroupView::Ready);
+  // The all-reduce of attempt 0 failed; everybody retries with attempt 1.
+  EXPECT_EQ(book.join(0, 0, 1, member("c"), 5, 6), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 0, 1, t, 6).state, GroupView::Gathering);
+  EXPECT_EQ(book.join(0, 0, 1, member("a"), 5, 6), JoinResult::Joined);
+  EXPECT_EQ(book.join(0, 0, 1, member("b"), 5, 6), JoinResult::Joined);
+  GroupView g1 = book.group(0, 0, 1, t, 6);
+  EXPECT_EQ(g1.state, GroupView::Ready);
+  EXPECT_EQ(ids(g1.members), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(ids(book.group(0, 0, 0, t, 6).members), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(book.group(0, 0, 2, t, 6).state, GroupView::Unknown);
+}
+
+TEST(RoundBookGroup, SinglePeerStage) {
+  PeerTable t = table_with({"solo"});
+  RoundBook book;
+  EXPECT_EQ(book.join(0, 0, 0, member("solo", 42), 30, 0), JoinResult::Joined);
+  GroupView g = book.group(0, 0, 0, t, 0);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"solo"}));
+  EXPECT_EQ(g.leader, "solo");
+  EXPECT_EQ(g.members[0].samples, 42);
+}
+
+TEST(RoundBookGroup, WorkersOfOtherStagesDoNotBlock) {
+  PeerTable t = table_with({"a"});
+  t.upsert(worker("b", 1), 0);
+  RoundBook book;
+  book.join(1, 0, 0, member("b"), 30, 0);
+  EXPECT_EQ(book.group(1, 0, 0, t, 0).state, GroupView::Ready);
+  book.join(0, 0, 0, member("a"), 30, 0);
+  EXPECT_EQ(ids(book.group(0, 0, 0, t, 0).members), (std::vector<std::string>{"a"}));
+}
+
+TEST(RoundBookGc, KeepsNewestFiveRoundsPerStage) {
+  PeerTable t = table_with({"a"});
+  t.upsert(worker("b", 1), 0);
+  RoundBook book;
+  for (int64_t r = 0; r <= 6; ++r) book.report_progress(0, r, "a", 1, 100, t, 0);
+  book.join(1, 0, 0, member("b"), 5, 0);
+  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(book.newest_round(0), 6);
+  EXPECT_EQ(book.rounds(1), (std::vector<int64_t>{0}));  // other stages untouched
+  EXPECT_EQ(book.newest_round(7), -1);
+
+  // Out-of-order reports inside the window are fine and do not move the window.
+  EXPECT_EQ(book.report_progress(0, 2, "a", 5, 100, t, 0).samples_total, 5);
+  EXPECT_EQ(book.rounds(0).front(), 2);
+
+  // Garbage rounds: finished as far as the book is concerned, and nothing is recreated.
+  ProgressView v = book.report_progress(0, 1, "a", 5, 100, t, 0);
+  EXPECT_TRUE(v.target_reached);
+  EXPECT_EQ(v.samples_total, 0);
+  EXPECT_EQ(book.join(0, 1, 0, member("a"), 5, 0), JoinResult::Closed);
+  EXPECT_EQ(book.group(0, 1, 0, t, 0).state, GroupView::Unknown);
+  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
+
+  // A jump collects everything behind the new window, groups included.
+  book.join(0, 3, 0, member("a"), 5, 0);
+  book.join(0, 100, 0, member("a"), 5, 0);
+  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{100}));
+  EXPECT_EQ(book.group(0, 3, 0, t, 0).state, GroupView::Unknown);
+}
+
+}  // namespace
+}  // namespace swarm::planner

@@ -1,0 +1,207 @@
+// RegistryService (the REST semantics, no transport) with a fake clock, and the wire codecs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/swarm/registry/registry_service.h"
+#include "worker/swarm/registry/wire.h"
+
+namespace swarm::registry {
+namespace {
+
+using nlohmann::json;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest() : svc_(RegistryOptions{2.0, [this] { return now_; }}) {}
+
+  json call(const std::string& method, const std::string& path, const std::string& body = "",
+            int want_status = 200, const std::string& query = "") {
+    HttpReply r = svc_.handle(method, path, query, body);
+    EXPECT_EQ(r.status, want_status) << method << " " << path << " -> " << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(j.is_object()) << r.body;
+    return j;
+  }
+  std::string error(const std::string& method, const std::string& path, const std::string& body,
+                    int want_status = 400) {
+    json j = call(method, path, body, want_status);
+    return j.value("error", std::string("<no error field>"));
+  }
+  void announce(const std::string& id, int stage, const std::string& role = "worker") {
+    json body{{"role", role}, {"stage", stage}, {"host", "10.0.0.1"}, {"port", 7000}};
+    call("PUT", "/v1/peers/" + id, body.dump());
+  }
+
+  double now_ = 100;
+  RegistryService svc_;
+};
+
+TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
+  json put = call("PUT", "/v1/peers/w-1",
+                  R"({"role":"worker","stage":1,"host":"h","port":9,"metricsPort":10,
+                      "state":"serving","round":4,"queueLength":2,"samplesPerSecond":1.5})");
+  EXPECT_DOUBLE_EQ(put["expiresInSeconds"].get<double>(), 2.0);
+  call("PUT", "/v1/peers/t-1", R"({"peerId":"t-1","role":"trainer","host":"h2"})");
+
+  json all = call("GET", "/v1/peers");
+  ASSERT_EQ(all["peers"].size(), 2u);
+  json w = all["peers"][1];
+  EXPECT_EQ(w["peerId"], "w-1");
+  EXPECT_EQ(w["stage"], 1);
+  EXPECT_EQ(w["metricsPort"], 10);
+  EXPECT_EQ(w["state"], "serving");
+  EXPECT_EQ(w["round"], 4);
+  EXPECT_EQ(w["queueLength"], 2);
+  EXPECT_DOUBLE_EQ(w["samplesPerSecond"].get<double>(), 1.5);
+  json t = all["peers"][0];
+  EXPECT_EQ(t["stage"], -1);
+  EXPECT_EQ(t["state"], "joining");  // default
+
+  EXPECT_EQ(call("GET", "/v1/peers", "", 200, "role=worker&stage=1")["peers"].size(), 1u);
+  EXPECT_EQ(call("GET", "/v1/peers", "", 200, "role=trainer")["peers"].size(), 1u);
+  EXPECT_EQ(call("GET", "/v1/peers", "", 200, "stage=0")["peers"].size(), 0u);
+
+  now_ += 1.5;
+  call("PUT", "/v1/peers/w-1", R"({"role":"worker","stage":1,"host":"h","port":9})");
+  now_ += 1.0;  // t-1 last seen 2.5 s ago: expired
+  all = call("GET", "/v1/peers");
+  ASSERT_EQ(all["peers"].size(), 1u);
+  EXPECT_EQ(all["peers"][0]["peerId"], "w-1");
+
+  EXPECT_EQ(call("DELETE", "/v1/peers/w-1")["removed"], true);
+  EXPECT_EQ(call("DELETE", "/v1/peers/w-1")["removed"], false);
+  EXPECT_TRUE(call("GET", "/v1/peers")["peers"].empty());
+}
+
+TEST_F(ServiceTest, ProgressAndMatchmaking) {
+  announce("a", 0);
+  announce("b", 0);
+  json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
+  EXPECT_EQ(v, json::parse(R"({"round":3,"samplesTotal":5,"target":8,"targetReached":false})"));
+  v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"b","samples":3,"target":8})");
+  EXPECT_EQ(v["targetReached"], true);
+
+  const std::string join = "/v1/stages/0/rounds/3/attempts/0/join";
+  const std::string group = "/v1/stages/0/rounds/3/attempts/0/group";
+  EXPECT_EQ(call("GET", group)["state"], "unknown");
+  call("POST", join, R"({"peerId":"b","host":"hb","port":2,"samples":3,"gatherSeconds":30})");
+  EXPECT_EQ(call("GET", group)["state"], "gathering");
+  call("POST", join, R"({"peerId":"a","host":"ha","port":1,"gatherSeconds":30})");
+  json g = call("GET", group);
+  EXPECT_EQ(g["state"], "ready");
+  EXPECT_EQ(g["leader"], "a");
+  EXPECT_EQ(g["members"], json::parse(R"([{"peerId":"a","host":"ha","port":1,"samples":0},
+                                          {"peerId":"b","host":"hb","port":2,"samples":3}])"));
+  announce("c", 0);
+  EXPECT_EQ(error("POST", join, R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":30})", 409),
+            "round closed");
+}
+
+TEST_F(ServiceTest, BadInputNamesTheField) {
+  const std::string progress = "/v1/stages/0/rounds/1/progress";
+  EXPECT_EQ(error("POST", progress, "{not json"), "body: malformed JSON, got \"{not json\"");
+  EXPECT_EQ(error("POST", progress, "[1,2]"), "body: must be a JSON object, got [1,2]");
+  EXPECT_EQ(error("POST", progress, ""), "body: malformed JSON, got \"\"");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","target":5})"), "samples: is required, got nothing");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":"7","target":5})"),
+            "samples: must be an integer in [0, 9223372036854775807], got \"7\"");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1.5,"target":5})"),
+            "samples: must be an integer in [0, 9223372036854775807], got 1.5");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":-1,"target":5})"),
+            "samples: must be an integer in [0, 9223372036854775807], got -1");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"target":0})"),
+            "target: must be an integer in [1, 9223372036854775807], got 0");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a b","samples":1,"target":1})"),
+            "peerId: must be 1-128 characters of [A-Za-z0-9._-], got \"a b\"");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":18446744073709551615,"target":1})"),
+            "samples: must be an integer in [0, 9223372036854775807], got 18446744073709551615");
+
+  EXPECT_EQ(error("POST", "/v1/stages/one/rounds/1/progress", "{}"),
+            "stage: must be an integer in [0, 1048576], got \"one\"");
+  EXPECT_EQ(error("POST", "/v1/stages/-1/rounds/1/progress", "{}"),
+            "stage: must be an integer in [0, 1048576], got \"-1\"");
+  EXPECT_EQ(error("POST", "/v1/stages/0/rounds/99999999999999999999/progress", "{}"),
+            "round: must be an integer in [0, 9223372036854775807], got \"99999999999999999999\"");
+  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/attempts/x/group", ""),
+            "attempt: must be an integer in [0, 2147483647], got \"x\"");
+
+  const std::string join = "/v1/stages/0/rounds/1/attempts/0/join";
+  EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"h","port":1})"),
+            "gatherSeconds: is required, got nothing");
+  EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"h","port":1,"gatherSeconds":-2})"),
+            "gatherSeconds: must be a number in [0.0, 3600.0], got -2");
+  EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"","port":1,"gatherSeconds":1})"),
+            "host: must be a host name or address, got \"\"");
+  EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"h","port":70000,"gatherSeconds":1})"),
+            "port: must be an integer in [1, 65535], got 70000");
+
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"role":"boss","host":"h"})"),
+            "role: must be \"worker\" or \"trainer\", got \"boss\"");
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"role":"worker","host":"h","port":1})"),
+            "stage: a worker needs a stage >= 0, got nothing");
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"role":"worker","stage":0,"host":"h"})"),
+            "port: a worker needs a port in [1, 65535], got nothing");
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"peerId":"w2","role":"trainer","host":"h"})"),
+            "peerId: must match the path's \"w1\", got \"w2\"");
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"role":"trainer","host":"h","state":"asleep"})"),
+            "state: must be one of joining, serving, averaging, draining, got \"asleep\"");
+  EXPECT_EQ(error("PUT", "/v1/peers/w%201", R"({"role":"trainer","host":"h"})"),
+            "peerId: must be 1-128 characters of [A-Za-z0-9._-], got \"w 1\"");
+  EXPECT_EQ(error("PUT", "/v1/peers/w%2", "{}"), "path: malformed percent-encoding, got \"w%2\"");
+  EXPECT_EQ(error("PUT", "/v1/peers/w1", "{\"role\":\"trainer\",\"host\":\"\xff\"}"),
+            "body: malformed JSON, got \"{\\\"role\\\":\\\"trainer\\\",\\\"host\\\":\\\"\xEF\xBF\xBD\\\"}\"");
+
+  HttpReply r = svc_.handle("GET", "/v1/peers", "role=king", "");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("role: must be"), std::string::npos);
+  r = svc_.handle("GET", "/v1/peers", "stage=x", "");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("stage: must be an integer"), std::string::npos);
+
+  EXPECT_EQ(error("GET", "/v2/peers", "", 404), "path: no such resource, got \"/v2/peers\"");
+  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/bogus", "", 404),
+            "path: no such resource, got \"/v1/stages/0/rounds/1/bogus\"");
+  EXPECT_EQ(error("POST", "/v1/peers", "", 405), "method: GET only on this path, got \"POST\"");
+  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/progress", "", 405),
+            "method: POST only on this path, got \"GET\"");
+  EXPECT_EQ(svc_.handle("POST", progress, "", std::string(RegistryService::kMaxBodyBytes + 1, ' '))
+                .status,
+            413);
+  // Nothing above changed any state.
+  EXPECT_TRUE(call("GET", "/v1/peers")["peers"].empty());
+  EXPECT_EQ(call("GET", "/healthz")["status"], "ok");
+  EXPECT_EQ(call("GET", "/healthz/")["status"], "ok");
+}
+
+TEST(Wire, RoundTrips) {
+  planner::GroupView g;
+  g.state = planner::GroupView::Ready;
+  g.members = {{"a", "ha", 1, 10}, {"b", "hb", 2, 0}};
+  g.leader = "a";
+  planner::GroupView back = wire::group_from_json(wire::to_json(g));
+  EXPECT_EQ(back.state, planner::GroupView::Ready);
+  ASSERT_EQ(back.members.size(), 2u);
+  EXPECT_EQ(back.members[0].samples, 10);
+  EXPECT_EQ(back.members[1].host, "hb");
+  EXPECT_EQ(back.leader, "a");
+
+  planner::ProgressView p{7, 100, 200, true};
+  planner::ProgressView pb = wire::progress_from_json(wire::to_json(p));
+  EXPECT_EQ(pb.round, 7);
+  EXPECT_EQ(pb.samples_total, 100);
+  EXPECT_EQ(pb.target, 200);
+  EXPECT_TRUE(pb.target_reached);
+
+  json bad = wire::to_json(g);
+  bad["members"][1]["port"] = "x";
+  try {
+    wire::group_from_json(bad);
+    FAIL() << "expected BadField";
+  } catch (const wire::BadField& e) {
+    EXPECT_EQ(e.field(), "members[1].port");
+  }
+}
+
+}  // namespace
+}  // namespace swarm::registry

@@ -1,0 +1,8 @@
+#include "worker/swarm/registry/discovery.h"
+
+namespace swarm::registry {
+
+Discovery::~Discovery() = default;
+RoundCoordinator::~RoundCoordinator() = default;
+
+}  // namespace swarm::registry

@@ -1,0 +1,36 @@
+// The interfaces the data plane uses to find peers and to coordinate averaging rounds. The HTTP
+// registry (RegistryClient) implements both today; a Kubernetes-backed implementation can later.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/peer_table.h"
+#include "planner/round_book.h"
+
+namespace swarm::registry {
+
+class Discovery {
+ public:
+  virtual ~Discovery();
+  // Publishes (or refreshes: call it as a heartbeat) this peer's record.
+  virtual void announce(const planner::PeerRecord& rec) = 0;
+  // Removes the peer at once (graceful shutdown).
+  virtual void withdraw(const std::string& peer_id) = 0;
+  // Live peers, optionally filtered by role ("" = any) and stage (-1 = any), sorted by peer_id.
+  virtual std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) = 0;
+};
+
+class RoundCoordinator {
+ public:
+  virtual ~RoundCoordinator();
+  virtual planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
+                                                int64_t samples, int64_t target) = 0;
+  // false = the group is closed (ready without this peer): retry with the next attempt.
+  virtual bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
+                          double gather_seconds) = 0;
+  virtual planner::GroupView round_group(int stage, int64_t round, int attempt) = 0;
+};
+
+}  // namespace swarm::registry

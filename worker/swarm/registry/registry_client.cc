@@ -1,0 +1,174 @@
+// cpprest otherwise defines a macro U(x), which breaks fmt (spdlog) and anything else named U.
+#ifndef _TURN_OFF_PLATFORM_STRING
+#define _TURN_OFF_PLATFORM_STRING
+#endif
+
+#include "worker/swarm/registry/registry_client.h"
+
+#include <utility>
+
+#include <cpprest/http_client.h>
+
+#include "worker/swarm/registry/wire.h"
+
+namespace swarm::registry {
+namespace {
+
+using web::http::method;
+using web::http::methods;
+using web::http::client::http_client;
+using web::http::client::http_client_config;
+using wire::json;
+
+struct Reply {
+  int status = 0;
+  std::string body;
+};
+
+std::string round_path(int stage, int64_t round) {
+  return "/v1/stages/" + std::to_string(stage) + "/rounds/" + std::to_string(round);
+}
+
+std::string attempt_path(int stage, int64_t round, int attempt) {
+  return round_path(stage, round) + "/attempts/" + std::to_string(attempt);
+}
+
+}  // namespace
+
+RegistryError::RegistryError(const std::string& message, int status)
+    : std::runtime_error(message), status_(status) {}
+
+struct RegistryClient::Impl {
+  std::unique_ptr<http_client> client;
+
+  // Sends one request; network failures become RegistryError (status 0).
+  Reply call(const std::string& base, const method& m, const std::string& path, const json* body) {
+    const std::string what = m + " " + base + path;
+    try {
+      web::http::http_request req(m);
+      req.set_request_uri(path);
+      if (body != nullptr) req.set_body(body->dump(), "application/json");
+      web::http::http_response resp = client->request(req).get();
+      Reply r;
+      r.status = resp.status_code();
+      r.body = resp.extract_utf8string(/*ignore_content_type=*/true).get();
+      return r;
+    } catch (const std::exception& e) {
+      throw RegistryError("registry " + what + " failed: " + e.what(), 0);
+    }
+  }
+
+  // Like call(), and a non-2xx reply (other than `tolerated`) becomes RegistryError.
+  Reply checked(const std::string& base, const method& m, const std::string& path,
+                const json* body, int tolerated = 0) {
+    Reply r = call(base, m, path, body);
+    if ((r.status >= 200 && r.status < 300) || r.status == tolerated) return r;
+    std::string detail = r.body;
+    json j = json::parse(r.body, nullptr, false);
+    if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+      detail = j["error"].get<std::string>();
+    } else if (detail.size() > 200) {
+      detail = detail.substr(0, 200) + "...";
+    }
+    throw RegistryError("registry " + m + " " + base + path + " returned " +
+                            std::to_string(r.status) + ": " + detail,
+                        r.status);
+  }
+
+  // Decodes a 2xx reply with `decode`, turning malformed bodies into RegistryError.
+  template <typename F>
+  auto decoded(const std::string& base, const method& m, const std::string& path,
+               const Reply& r, F decode) {
+    try {
+      return decode(wire::parse_object(r.body));
+    } catch (const std::exception& e) {
+      throw RegistryError("registry " + m + " " + base + path + " returned an unreadable " +
+                              std::to_string(r.status) + " reply: " + e.what(),
+                          r.status);
+    }
+  }
+};
+
+RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds timeout)
+    : base_url_(std::move(base_url)), impl_(std::make_unique<Impl>()) {
+  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+  try {
+    web::uri uri(base_url_);
+    if ((uri.scheme() != "http" && uri.scheme() != "https") || uri.host().empty()) {
+      throw std::invalid_argument("not an http(s) URL");
+    }
+    http_client_config config;
+    config.set_timeout(timeout);
+    impl_->client = std::make_unique<http_client>(uri, config);
+  } catch (const std::exception& e) {
+    throw RegistryError("registry: bad base URL \"" + base_url_ + "\": " + e.what(), 0);
+  }
+}
+
+RegistryClient::~RegistryClient() = default;
+
+void RegistryClient::announce(const planner::PeerRecord& rec) {
+  json body = wire::to_json(rec);
+  body.erase("lastSeen");
+  const std::string path = "/v1/peers/" + web::uri::encode_data_string(rec.peer_id);
+  impl_->checked(base_url_, methods::PUT, path, &body);
+}
+
+void RegistryClient::withdraw(const std::string& peer_id) {
+  const std::string path = "/v1/peers/" + web::uri::encode_data_string(peer_id);
+  impl_->checked(base_url_, methods::DEL, path, nullptr);
+}
+
+std::vector<planner::PeerRecord> RegistryClient::peers(const std::string& role, int stage) {
+  std::string path = "/v1/peers";
+  std::string sep = "?";
+  if (!role.empty()) {
+    path += sep + "role=" + web::uri::encode_data_string(role);
+    sep = "&";
+  }
+  if (stage >= 0) path += sep + "stage=" + std::to_string(stage);
+  Reply r = impl_->checked(base_url_, methods::GET, path, nullptr);
+  return impl_->decoded(base_url_, methods::GET, path, r, [](const json& j) {
+    if (!j.contains("peers") || !j.at("peers").is_array()) {
+      throw wire::BadField("peers", "must be an array",
+                           j.contains("peers") ? wire::describe(j.at("peers")) : "nothing");
+    }
+    std::vector<planner::PeerRecord> out;
+    for (const json& p : j.at("peers")) out.push_back(wire::peer_from_json(p));
+    return out;
+  });
+}
+
+planner::ProgressView RegistryClient::report_progress(int stage, int64_t round,
+                                                      const std::string& peer, int64_t samples,
+                                                      int64_t target) {
+  const std::string path = round_path(stage, round) + "/progress";
+  const json body{{"peerId", peer}, {"samples", samples}, {"target", target}};
+  Reply r = impl_->checked(base_url_, methods::POST, path, &body);
+  return impl_->decoded(base_url_, methods::POST, path, r, wire::progress_from_json);
+}
+
+bool RegistryClient::join_round(int stage, int64_t round, int attempt, const planner::Member& m,
+                                double gather_seconds) {
+  const std::string path = attempt_path(stage, round, attempt) + "/join";
+  json body = wire::to_json(m);
+  body["gatherSeconds"] = gather_seconds;
+  Reply r = impl_->checked(base_url_, methods::POST, path, &body, /*tolerated=*/409);
+  return r.status != 409;
+}
+
+planner::GroupView RegistryClient::round_group(int stage, int64_t round, int attempt) {
+  const std::string path = attempt_path(stage, round, attempt) + "/group";
+  Reply r = impl_->checked(base_url_, methods::GET, path, nullptr);
+  return impl_->decoded(base_url_, methods::GET, path, r, wire::group_from_json);
+}
+
+bool RegistryClient::healthy() {
+  try {
+    return impl_->call(base_url_, methods::GET, "/healthz", nullptr).status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace swarm::registry

@@ -1,0 +1,55 @@
+// RegistryClient: Discovery + RoundCoordinator over the registry's REST API (cpprest
+// http_client). Every call is synchronous and bounded by the timeout given at construction.
+// Thread-safe: calls may come from several threads at once.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "worker/swarm/registry/discovery.h"
+
+namespace swarm::registry {
+
+// A failed registry call: network error (status() == 0), a non-2xx reply (status() is the HTTP
+// status) or an unreadable reply. what() names the method, the URL and the status/error.
+class RegistryError : public std::runtime_error {
+ public:
+  RegistryError(const std::string& message, int status);
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+class RegistryClient : public Discovery, public RoundCoordinator {
+ public:
+  // `base_url` like "http://127.0.0.1:7400"; throws RegistryError if it is not an http(s) URL.
+  RegistryClient(std::string base_url, std::chrono::milliseconds timeout);
+  ~RegistryClient() override;
+
+  // Discovery. The record's last_seen is not sent; peers() returns it as Unix time (seconds).
+  void announce(const planner::PeerRecord& rec) override;
+  void withdraw(const std::string& peer_id) override;
+  std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) override;
+
+  // RoundCoordinator.
+  planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
+                                        int64_t samples, int64_t target) override;
+  bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
+                  double gather_seconds) override;
+  planner::GroupView round_group(int stage, int64_t round, int attempt) override;
+
+  // GET /healthz: true when the registry answers 200 within the timeout; never throws.
+  bool healthy();
+
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  struct Impl;
+  std::string base_url_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace swarm::registry

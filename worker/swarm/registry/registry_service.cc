@@ -1,0 +1,215 @@
+#include "worker/swarm/registry/registry_service.h"
+
+#include <chrono>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "worker/swarm/registry/wire.h"
+
+namespace swarm::registry {
+namespace {
+
+using wire::BadField;
+using wire::json;
+
+constexpr int64_t kMaxStage = 1 << 20;
+constexpr int64_t kMaxRound = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMaxAttempt = std::numeric_limits<int>::max();
+constexpr double kMaxGatherSeconds = 3600;
+
+HttpReply reply(int status, const json& body) {
+  return HttpReply{status, body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+HttpReply error(int status, const std::string& message) {
+  return reply(status, json{{"error", message}});
+}
+
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decodes one path segment or query component (`plus_is_space` for queries).
+std::string decode(const std::string& s, const std::string& field, bool plus_is_space) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      int hi = i + 2 < s.size() ? hex(s[i + 1]) : -1;
+      int lo = hi >= 0 ? hex(s[i + 2]) : -1;
+      if (lo < 0) throw BadField(field, "malformed percent-encoding", wire::describe(json(s)));
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (plus_is_space && s[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> path_segments(const std::string& path) {
+  std::vector<std::string> out;
+  for (const std::string& seg : split(path, '/')) {
+    if (!seg.empty()) out.push_back(decode(seg, "path", false));
+  }
+  return out;
+}
+
+std::string path_peer_id(const std::string& segment) {
+  if (!wire::valid_peer_id(segment)) {
+    throw BadField("peerId", "must be 1-128 characters of [A-Za-z0-9._-]",
+                   wire::describe(json(segment)));
+  }
+  return segment;
+}
+
+}  // namespace
+
+RegistryService::RegistryService(RegistryOptions options)
+    : options_(std::move(options)), peers_(options_.peer_expiry_seconds) {
+  if (!options_.clock) {
+    options_.clock = [] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+  }
+}
+
+double RegistryService::now() const { return options_.clock(); }
+
+HttpReply RegistryService::handle(const std::string& method, const std::string& path,
+                                  const std::string& query, const std::string& body) {
+  try {
+    if (body.size() > kMaxBodyBytes) {
+      return error(413, "body: larger than " + std::to_string(kMaxBodyBytes) + " bytes, got " +
+                            std::to_string(body.size()));
+    }
+    const std::vector<std::string> seg = path_segments(path);
+    const size_t n = seg.size();
+    auto wrong_method = [&](const char* allowed) {
+      return error(405, "method: " + std::string(allowed) + " only on this path, got " +
+                            wire::describe(json(method)));
+    };
+
+    if (n == 1 && seg[0] == "healthz") {
+      if (method != "GET") return wrong_method("GET");
+      return reply(200, json{{"status", "ok"}});
+    }
+
+    if (n == 2 && seg[0] == "v1" && seg[1] == "peers") {
+      if (method != "GET") return wrong_method("GET");
+      std::string role;
+      int stage = -1;
+      for (const std::string& kv : split(query, '&')) {
+        if (kv.empty()) continue;
+        size_t eq = kv.find('=');
+        std::string key = decode(kv.substr(0, eq), "query", true);
+        std::string value = eq == std::string::npos ? "" : decode(kv.substr(eq + 1), key, true);
+        if (key == "role") {
+          if (value != "worker" && value != "trainer") {
+            throw BadField("role", "must be \"worker\" or \"trainer\"", wire::describe(json(value)));
+          }
+          role = value;
+        } else if (key == "stage") {
+          stage = static_cast<int>(wire::parse_path_int(value, "stage", kMaxStage));
+        }  // unknown parameters are ignored
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      const double t = now();
+      peers_.expire(t);
+      const double unix_now =
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      json list = json::array();
+      for (planner::PeerRecord rec : peers_.live(t, role, stage)) {
+        rec.last_seen = unix_now - (t - rec.last_seen);  // report Unix time, not our clock
+        list.push_back(wire::to_json(rec));
+      }
+      return reply(200, json{{"peers", list}});
+    }
+
+    if (n == 3 && seg[0] == "v1" && seg[1] == "peers") {
+      const std::string id = path_peer_id(seg[2]);
+      if (method == "PUT") {
+        planner::PeerRecord rec = wire::peer_from_json(wire::parse_object(body), id);
+        std::lock_guard<std::mutex> lock(mu_);
+        const double t = now();
+        peers_.expire(t);
+        peers_.upsert(std::move(rec), t);
+        return reply(200, json{{"expiresInSeconds", options_.peer_expiry_seconds}});
+      }
+      if (method == "DELETE") {
+        std::lock_guard<std::mutex> lock(mu_);
+        return reply(200, json{{"removed", peers_.remove(id)}});
+      }
+      return wrong_method("PUT or DELETE");
+    }
+
+    if (n >= 5 && seg[0] == "v1" && seg[1] == "stages" && seg[3] == "rounds") {
+      const bool progress = n == 6 && seg[5] == "progress";
+      const bool join = n == 8 && seg[5] == "attempts" && seg[7] == "join";
+      const bool group = n == 8 && seg[5] == "attempts" && seg[7] == "group";
+      if (progress || join || group) {
+        const int stage = static_cast<int>(wire::parse_path_int(seg[2], "stage", kMaxStage));
+        const int64_t round = wire::parse_path_int(seg[4], "round", kMaxRound);
+        const int attempt =
+            n == 8 ? static_cast<int>(wire::parse_path_int(seg[6], "attempt", kMaxAttempt)) : 0;
+
+        if (progress) {
+          if (method != "POST") return wrong_method("POST");
+          const json j = wire::parse_object(body);
+          const std::string peer = wire::get_peer_id(j, "peerId");
+          const int64_t samples = wire::get_int(j, "samples", 0, kMaxRound);
+          const int64_t target = wire::get_int(j, "target", 1, kMaxRound);
+          std::lock_guard<std::mutex> lock(mu_);
+          const double t = now();
+          return reply(200, wire::to_json(rounds_.report_progress(stage, round, peer, samples,
+                                                                  target, peers_, t)));
+        }
+        if (join) {
+          if (method != "POST") return wrong_method("POST");
+          const json j = wire::parse_object(body);
+          const planner::Member m = wire::member_from_json(j);
+          const double gather = wire::get_number(j, "gatherSeconds", 0, kMaxGatherSeconds);
+          std::lock_guard<std::mutex> lock(mu_);
+          const double t = now();
+          if (rounds_.join(stage, round, attempt, m, gather, t) == planner::JoinResult::Closed) {
+            return error(409, "round closed");
+          }
+          return reply(200, json{{"joined", true}});
+        }
+        if (method != "GET") return wrong_method("GET");
+        std::lock_guard<std::mutex> lock(mu_);
+        const double t = now();
+        return reply(200, wire::to_json(rounds_.group(stage, round, attempt, peers_, t)));
+      }
+    }
+
+    return error(404, "path: no such resource, got " + wire::describe(json(path)));
+  } catch (const BadField& e) {
+    return error(400, e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("registry: {} {} failed: {}", method, path, e.what());
+    return error(500, std::string("internal: ") + e.what() + ", got " + method + " " + path);
+  }
+}
+
+}  // namespace swarm::registry
