@@ -1,0 +1,16 @@
+#include "worker/model/flops.h"
+
+namespace swarm::model {
+
+double stage_flops_per_sample(const ModelConfig& c, bool /*first*/, bool last) {
+  const double H = static_cast<double>(c.hidden_size);
+  const double T = static_cast<double>(c.sequence_length);
+  const double V = static_cast<double>(c.vocab_size);
+  const double M = static_cast<double>(c.mlp_ratio) * H;
+  const double per_token_layer = 2.0 * (3.0 * H * H + H * H + 2.0 * H * M) + 2.0 * 2.0 * T * H;
+  double flops = T * per_token_layer * static_cast<double>(c.layers_per_stage);
+  if (last) flops += T * 2.0 * H * V;
+  return flops;
+}
+
+}  // namespace swarm::model

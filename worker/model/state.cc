@@ -1,0 +1,333 @@
+#include "worker/model/state.h"
+
+#include <torch/torch.h>
+
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "worker/model/optimizer.h"
+#include "worker/model/stage.h"
+
+namespace swarm::model {
+namespace {
+
+constexpr char kMagic[8] = {'S', 'W', 'M', 'S', 'T', 'A', 'T', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr int kMaxDims = 8;
+
+// Fast non-cryptographic 64-bit hash, 8 bytes at a time.
+class Hasher {
+ public:
+  void update(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    while (n >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      mix(w);
+      p += 8;
+      n -= 8;
+    }
+    if (n > 0) {
+      uint64_t w = 0;
+      std::memcpy(&w, p, n);
+      mix(w ^ (static_cast<uint64_t>(n) << 56));
+    }
+    length_ += n;
+  }
+  uint64_t digest() const {
+    uint64_t x = h_ ^ length_;
+    x = (x ^ (x >> 33)) * 0xFF51AFD7ED558CCDULL;
+    x = (x ^ (x >> 33)) * 0xC4CEB9FE1A85EC53ULL;
+    return x ^ (x >> 33);
+  }
+
+ private:
+  void mix(uint64_t w) {
+    h_ ^= w * 0x9E3779B97F4A7C15ULL;
+    h_ = ((h_ << 31) | (h_ >> 33)) * 0x87C37B91114253D5ULL;
+    length_ += 8;
+  }
+  uint64_t h_ = 0x243F6A8885A308D3ULL;
+  uint64_t length_ = 0;
+};
+
+torch::Tensor to_cpu_contiguous(const torch::Tensor& t) {
+  return t.detach().to(torch::kCPU).contiguous();
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  }
+  void put_bytes(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  void put_string(const std::string& s) {
+    put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  void put_tensor(const torch::Tensor& t) {
+    auto c = to_cpu_contiguous(t);
+    put<uint8_t>(static_cast<uint8_t>(c.scalar_type()));
+    put<uint8_t>(static_cast<uint8_t>(c.dim()));
+    for (int64_t d : c.sizes()) put<int64_t>(d);
+    const uint64_t nbytes = c.numel() * c.element_size();
+    put<uint64_t>(nbytes);
+    put_bytes(c.data_ptr(), nbytes);
+  }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  template <typename T>
+  T get(const char* what) {
+    T v;
+    need(sizeof(T), what);
+    std::memcpy(&v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string get_string(const char* what) {
+    const uint32_t n = get<uint32_t>(what);
+    need(n, what);
+    std::string s = in_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  torch::Tensor get_tensor(const std::string& what) {
+    const auto dtype = static_cast<torch::ScalarType>(get<uint8_t>("tensor dtype"));
+    if (dtype != torch::kFloat && dtype != torch::kDouble && dtype != torch::kHalf &&
+        dtype != torch::kBFloat16) {
+      fail("unsupported dtype " + std::to_string(static_cast<int>(dtype)) + " for " + what);
+    }
+    const int ndim = get<uint8_t>("tensor rank");
+    if (ndim > kMaxDims) fail("rank " + std::to_string(ndim) + " too large for " + what);
+    std::vector<int64_t> dims;
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; ++i) {
+      const int64_t d = get<int64_t>("tensor dims");
+      if (d < 0 || d > (int64_t{1} << 40)) fail("bad dimension for " + what);
+      dims.push_back(d);
+      numel *= static_cast<uint64_t>(d);
+    }
+    const uint64_t nbytes = get<uint64_t>("tensor size");
+    if (nbytes != numel * c10::elementSize(dtype)) fail("byte count mismatch for " + what);
+    need(nbytes, what.c_str());
+    auto t = torch::empty(dims, torch::TensorOptions().dtype(dtype));
+    std::memcpy(t.data_ptr(), in_.data() + pos_, nbytes);
+    pos_ += nbytes;
+    return t;
+  }
+  size_t pos() const { return pos_; }
+  [[noreturn]] static void fail(const std::string& msg) {
+    throw std::runtime_error("load_state: " + msg);
+  }
+
+ private:
+  void need(uint64_t n, const char* what) {
+    if (n > in_.size() - pos_) {
+      fail(std::string("truncated state (while reading ") + what + ")");
+    }
+  }
+  const std::string& in_;
+  size_t pos_ = 0;
+};
+
+void put_config(Writer& w, const ModelConfig& c) {
+  for (int64_t v : {c.vocab_size, c.hidden_size, c.num_heads, c.layers_per_stage,
+                    c.sequence_length, c.mlp_ratio, c.num_stages}) {
+    w.put<int64_t>(v);
+  }
+  w.put<uint8_t>(c.shared_layers ? 1 : 0);
+}
+
+ModelConfig get_config(Reader& r) {
+  ModelConfig c;
+  for (int64_t* f : {&c.vocab_size, &c.hidden_size, &c.num_heads, &c.layers_per_stage,
+                     &c.sequence_length, &c.mlp_ratio, &c.num_stages}) {
+    *f = r.get<int64_t>("config");
+  }
+  c.shared_layers = r.get<uint8_t>("config") != 0;
+  return c;
+}
+
+uint64_t checksum(const char* data, size_t n) {
+  Hasher h;
+  h.update(data, n);
+  return h.digest();
+}
+
+}  // namespace
+
+std::string save_state(StageModel& model, StageOptimizer& optimizer) {
+  const auto& names = optimizer.names();
+  const auto& params = optimizer.params();
+  Writer w;
+  w.put_bytes(kMagic, sizeof(kMagic));
+  w.put<uint32_t>(kVersion);
+  put_config(w, model.config());
+  w.put<int64_t>(model.stage_index());
+  w.put<uint8_t>(static_cast<uint8_t>(optimizer.config().kind));
+  w.put<int64_t>(optimizer.step_count());
+  w.put<int64_t>(optimizer.moment_steps());
+  w.put<uint32_t>(static_cast<uint32_t>(params.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    w.put_string(names[i]);
+    w.put_tensor(params[i]);
+    w.put_tensor(optimizer.exp_avg()[i]);
+    w.put_tensor(optimizer.exp_avg_sq()[i]);
+  }
+  w.put<uint64_t>(checksum(w.str().data(), w.str().size()));
+  return std::move(w.str());
+}
+
+void load_state(const std::string& bytes, StageModel& model, StageOptimizer& optimizer) {
+  if (bytes.size() < sizeof(kMagic) + 4 + 8 ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    Reader::fail("not a swarm model state (bad magic)");
+  }
+  uint64_t stored_sum;
+  std::memcpy(&stored_sum, bytes.data() + bytes.size() - 8, 8);
+  const bool checksum_ok = stored_sum == checksum(bytes.data(), bytes.size() - 8);
+
+  Reader r(bytes);
+  r.get<uint64_t>("magic");
+  const auto version = r.get<uint32_t>("version");
+  if (version != kVersion) {
+    Reader::fail("state version " + std::to_string(version) + ", this build reads version " +
+                 std::to_string(kVersion));
+  }
+  const ModelConfig cfg = get_config(r);
+  const int64_t stage = r.get<int64_t>("stage");
+  if (cfg != model.config() || stage != model.stage_index()) {
+    Reader::fail("state is for stage " + std::to_string(stage) + " of model {" + describe(cfg) +
+                 "}, cannot load into stage " + std::to_string(model.stage_index()) +
+                 " of model {" + describe(model.config()) + "}");
+  }
+  if (!checksum_ok) Reader::fail("checksum mismatch (corrupt or truncated state)");
+  const auto kind = static_cast<OptimizerConfig::Kind>(r.get<uint8_t>("optimizer kind"));
+  if (kind != optimizer.config().kind) {
+    Reader::fail(std::string("state holds ") + kind_name(kind) + " optimizer state, this peer uses " +
+                 kind_name(optimizer.config().kind));
+  }
+  const int64_t step_count = r.get<int64_t>("step count");
+  const int64_t moment_steps = r.get<int64_t>("moment steps");
+  const uint32_t n = r.get<uint32_t>("parameter count");
+  const auto& names = optimizer.names();
+  const auto& params = optimizer.params();
+  if (n != params.size()) {
+    Reader::fail("state has " + std::to_string(n) + " parameters, model has " +
+                 std::to_string(params.size()));
+  }
+  std::vector<torch::Tensor> p_in, m_in, v_in;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string name = r.get_string("parameter name");
+    if (name != names[i]) {
+      Reader::fail("parameter " + std::to_string(i) + " is '" + name + "', expected '" +
+                   names[i] + "'");
+    }
+    p_in.push_back(r.get_tensor(name));
+    m_in.push_back(r.get_tensor(name + " exp_avg"));
+    v_in.push_back(r.get_tensor(name + " exp_avg_sq"));
+    for (auto* t : {&p_in.back(), &m_in.back(), &v_in.back()}) {
+      if (!t->sizes().equals(params[i].sizes())) {
+        std::ostringstream os;
+        os << "shape of '" << name << "' is " << t->sizes() << ", expected " << params[i].sizes();
+        Reader::fail(os.str());
+      }
+    }
+  }
+  if (r.pos() != bytes.size() - 8) Reader::fail("trailing bytes after the last tensor");
+
+  // Everything checked: apply.
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < n; ++i) {
+    auto p = params[i];
+    p.copy_(p_in[i]);
+    optimizer.exp_avg()[i] = m_in[i].to(p.device(), p.scalar_type()).contiguous();
+    optimizer.exp_avg_sq()[i] = v_in[i].to(p.device(), p.scalar_type()).contiguous();
+  }
+  optimizer.set_step_count(step_count);
+  optimizer.set_moment_steps(moment_steps);
+}
+
+std::vector<at::Tensor> grads(StageModel& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.parameters()) {
+    const auto& g = p.grad();
+    out.push_back(g.defined() ? g.detach() : torch::zeros_like(p));
+  }
+  return out;
+}
+
+void set_grads(StageModel& model, const std::vector<at::Tensor>& grads) {
+  auto params = model.parameters();
+  if (grads.size() != params.size()) {
+    throw std::invalid_argument("set_grads: got " + std::to_string(grads.size()) +
+                                " tensors for " + std::to_string(params.size()) + " parameters");
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto& p = params[i];
+    if (!grads[i].defined() || !grads[i].sizes().equals(p.sizes())) {
+      std::ostringstream os;
+      os << "set_grads: gradient " << i << " has shape "
+         << (grads[i].defined() ? grads[i].sizes() : c10::IntArrayRef{}) << ", parameter has "
+         << p.sizes();
+      throw std::invalid_argument(os.str());
+    }
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(grads[i]);
+    } else {
+      p.mutable_grad() = torch::empty_like(p).copy_(grads[i]);
+    }
+  }
+}
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return torch::empty({0});
+  std::vector<torch::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}).to(tensors[0].options()));
+  return torch::cat(flat);
+}
+
+void unflatten_into(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  if (flat.dim() != 1 || flat.numel() != total) {
+    throw std::invalid_argument("unflatten_into: flat tensor has " +
+                                std::to_string(flat.numel()) + " elements, targets need " +
+                                std::to_string(total));
+  }
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel();
+    at::Tensor target = t;  // shares storage
+    target.copy_(flat.narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+}
+
+uint64_t param_fingerprint(StageModel& model) {
+  Hasher h;
+  for (const auto& item : model.named_parameters()) {
+    const auto& key = item.key();
+    h.update(key.data(), key.size());
+    auto c = to_cpu_contiguous(item.value());
+    const auto dtype = static_cast<int64_t>(c.scalar_type());
+    h.update(&dtype, sizeof(dtype));
+    h.update(c.sizes().data(), c.sizes().size() * sizeof(int64_t));
+    h.update(c.data_ptr(), c.numel() * c.element_size());
+  }
+  return h.digest();
+}
+
+}  // namespace swarm::model
