@@ -1,0 +1,156 @@
+// `swarm`: the one program of the data plane.
+//   swarm local JOB.yaml      the whole swarm on this machine (registry, workers, trainers)
+//   swarm worker ...          serve one stage (started by `local`, or by the operator in a pod)
+//   swarm trainer ...         run the data loader and route microbatches
+//   swarm registry ...        the job-scoped discovery and averaging coordinator
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "common/job_spec.h"
+#include "worker/swarm/local_launcher.h"
+#include "worker/swarm/registry/registry_server.h"
+#include "worker/swarm/stage_server.h"
+#include "worker/swarm/trainer.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+void wait_for_stop() {
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw std::runtime_error("cannot find this program's path");
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"swarm: SWARM parallelism training (local mode and data-plane processes)"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+
+  // swarm local
+  swarm::runtime::LocalOptions local;
+  auto* cmd_local = app.add_subcommand("local", "run the whole swarm on this machine");
+  cmd_local->add_option("job", local.job_path, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+  cmd_local->add_option("--steps", local.steps, "stop after N optimizer steps (default: spec.training.maxSteps)")
+      ->check(CLI::PositiveNumber);
+  cmd_local->add_option("--max-seconds", local.max_seconds, "stop training after S seconds")->check(CLI::PositiveNumber);
+  cmd_local->add_option("--summary", local.summary_path, "write the run's summary JSON here");
+  cmd_local->add_option("--baseline", local.baseline, "train in one process instead: single-process")
+      ->check(CLI::IsMember({"single-process"}));
+  cmd_local->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
+  cmd_local->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
+  bool no_progress = false;
+  cmd_local->add_flag("--no-progress", no_progress, "do not print the live progress line");
+
+  // swarm worker
+  swarm::runtime::WorkerOptions worker;
+  std::string worker_job;
+  auto* cmd_worker = app.add_subcommand("worker", "serve one pipeline stage");
+  cmd_worker->add_option("--job", worker_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+  cmd_worker->add_option("--stage", worker.stage, "stage index")->required();
+  cmd_worker->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
+  cmd_worker->add_option("--registry", worker.registry_url, "registry URL, http://host:port")->required();
+  cmd_worker->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
+  cmd_worker->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
+  cmd_worker->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
+  cmd_worker->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
+
+  // swarm trainer
+  swarm::runtime::TrainerOptions trainer;
+  std::string trainer_job;
+  auto* cmd_trainer = app.add_subcommand("trainer", "run a trainer");
+  cmd_trainer->add_option("--job", trainer_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+  cmd_trainer->add_option("--index", trainer.index, "trainer index (selects the data stream)")->capture_default_str();
+  cmd_trainer->add_option("--peer-id", trainer.peer_id, "unique peer name")->required();
+  cmd_trainer->add_option("--registry", trainer.registry_url, "registry URL")->required();
+  cmd_trainer->add_option("--report", trainer.report_path, "progress report JSON file");
+  cmd_trainer->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
+  cmd_trainer->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");
+  cmd_trainer->add_option("--metrics-bind", trainer.metrics_bind, "host:port of /metrics")->capture_default_str();
+
+  // swarm registry
+  std::string reg_host = "127.0.0.1";
+  int reg_port = 7400;
+  swarm::registry::RegistryOptions reg_options;
+  auto* cmd_registry = app.add_subcommand("registry", "run the job-scoped registry");
+  cmd_registry->add_option("--host", reg_host, "bind address")->capture_default_str();
+  cmd_registry->add_option("--port", reg_port, "port")->capture_default_str();
+  cmd_registry->add_option("--peer-expiry", reg_options.peer_expiry_seconds, "seconds before a silent peer is dropped")
+      ->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  install_signal_handlers();
+
+  try {
+    if (*cmd_local) {
+      local.self_exe = self_exe();
+      local.progress = !no_progress;
+      local.log_level = log_level;
+      return swarm::runtime::run_local(local, g_stop);
+    }
+    if (*cmd_worker) {
+      worker.spec = swarm::load_job_spec(worker_job);
+      worker.secret = swarm::resolve_secret(worker.spec.secret);
+      swarm::runtime::StageServer server(worker);
+      server.start();
+      wait_for_stop();
+      spdlog::info("worker {}: stopping", worker.peer_id);
+      server.stop();
+      return 0;
+    }
+    if (*cmd_trainer) {
+      trainer.spec = swarm::load_job_spec(trainer_job);
+      trainer.secret = swarm::resolve_secret(trainer.spec.secret);
+      swarm::runtime::Trainer t(trainer);
+      auto report = t.run(g_stop);
+      spdlog::info("trainer {}: {} steps, {} samples, {:.1f} samples/s, loss {:.4f} -> {:.4f}, eval {:.4f}",
+                   trainer.peer_id, report.steps, report.samples, report.samples_per_second,
+                   report.loss_first, report.loss_last, report.eval_loss);
+      return 0;
+    }
+    if (*cmd_registry) {
+      swarm::registry::RegistryServer server(reg_host, reg_port, reg_options);
+      server.start();
+      spdlog::info("registry listening on {}", server.url());
+      wait_for_stop();
+      server.stop();
+      return 0;
+    }
+  } catch (const swarm::SpecError& e) {
+    std::cerr << "invalid job spec:\n" << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

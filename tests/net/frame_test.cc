@@ -1,0 +1,408 @@
+// The wire codec on byte buffers: round trips, every rejection the contract names, auth, fuzz.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "worker/net/auth.h"
+#include "worker/net/frame.h"
+#include "worker/net/message.h"
+
+namespace net = swarm::net;
+using net::DType;
+
+namespace {
+
+const std::string kSecret = "job-secret";
+
+const std::vector<DType> kAllDTypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64,
+                                       DType::Int32,   DType::UInt8,   DType::Float64,  DType::Int8};
+
+std::string hex(const net::Mac& m) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : m) s += {d[b >> 4], d[b & 15]};
+  return s;
+}
+
+net::WireTensor patterned(DType dt, std::vector<int64_t> shape, int seed) {
+  net::WireTensor t = net::WireTensor::allocate(dt, std::move(shape));
+  for (size_t i = 0; i < t.nbytes; ++i) t.data[i] = static_cast<uint8_t>(i * 31 + seed);
+  return t;
+}
+
+net::Message sample() {
+  net::Message m;
+  m.type = net::Forward;
+  m.request_id = 77;
+  m.meta = R"({"stage":1})";
+  m.tensors.push_back(patterned(DType::Float32, {2, 3}, 1));
+  m.tensors.push_back(patterned(DType::Int64, {4}, 2));
+  return m;
+}
+
+template <class T>
+void put(std::string& s, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) s += static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+// Builds frames field by field, malformed ones included, with a correct MAC unless told not to.
+struct Raw {
+  struct Desc {
+    uint8_t dtype;
+    uint8_t ndim;  // may disagree with dims.size() on purpose
+    std::vector<int64_t> dims;
+    uint64_t nbytes;
+    std::string data;
+  };
+  uint32_t magic = net::kMagic;
+  uint16_t version = 1;
+  uint16_t type = net::Forward;
+  uint64_t request_id = 5;
+  std::string meta = "{}";
+  int64_t meta_len = -1;   // -1: meta.size()
+  int64_t n_tensors = -1;  // -1: descs.size()
+  int64_t body_len = -1;   // -1: computed
+  std::vector<Desc> descs;
+
+  void add(DType dt, std::vector<int64_t> dims) {
+    uint64_t n = 0;
+    net::checked_nbytes(dt, dims.data(), dims.size(), &n);
+    descs.push_back({static_cast<uint8_t>(dt), static_cast<uint8_t>(dims.size()), dims, n, std::string(n, 'x')});
+  }
+
+  std::string build(const std::string& secret = kSecret) const {
+    std::string macced, body_descs;
+    std::string body;
+    for (const Desc& d : descs) {
+      std::string ds;
+      ds += static_cast<char>(d.dtype);
+      ds += static_cast<char>(d.ndim);
+      ds.append(6, '\0');
+      for (int64_t x : d.dims) put<int64_t>(ds, x);
+      put<uint64_t>(ds, d.nbytes);
+      body_descs += ds;
+      body += ds + d.data;
+    }
+    std::string h;
+    put<uint32_t>(h, magic);
+    put<uint16_t>(h, version);
+    put<uint16_t>(h, type);
+    put<uint64_t>(h, request_id);
+    put<uint32_t>(h, static_cast<uint32_t>(meta_len < 0 ? meta.size() : meta_len));
+    put<uint32_t>(h, static_cast<uint32_t>(n_tensors < 0 ? descs.size() : n_tensors));
+    put<uint64_t>(h, body_len < 0 ? body.size() : static_cast<uint64_t>(body_len));
+    h.append(8, '\0');
+    macced = h + meta + body_descs;
+    net::Mac mac = net::hmac_sha256(secret, macced.data(), macced.size());
+    return h + meta + body + std::string(mac.begin(), mac.end());
+  }
+};
+
+net::Message decode(const std::string& f, const net::Limits& lim = {}, const std::string& secret = kSecret) {
+  return net::decode_frame(reinterpret_cast<const uint8_t*>(f.data()), f.size(), secret, lim);
+}
+
+// Decoding must fail with a WireError whose message contains `expect`.
+void expect_reject(const std::string& frame, const std::string& expect, const net::Limits& lim = {},
+                   const std::string& secret = kSecret) {
+  try {
+    decode(frame, lim, secret);
+    ADD_FAILURE() << "decoded, expected error containing: " << expect;
+  } catch (const net::WireError& e) {
+    EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << "got: " << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(DType, SizesAndNames) {
+  std::vector<size_t> sizes = {4, 2, 2, 8, 4, 1, 8, 1};
+  for (size_t i = 0; i < kAllDTypes.size(); ++i) {
+    EXPECT_EQ(net::dtype_size(kAllDTypes[i]), sizes[i]);
+    EXPECT_EQ(static_cast<int>(kAllDTypes[i]), static_cast<int>(i + 1));
+  }
+  EXPECT_STREQ(net::dtype_name(DType::BFloat16), "bfloat16");
+  EXPECT_EQ(net::dtype_size(static_cast<DType>(9)), 0u);
+  EXPECT_STREQ(net::dtype_name(static_cast<DType>(0)), "unknown");
+}
+
+TEST(Auth, Rfc4231Vectors) {
+  std::string key1(20, '\x0b');
+  EXPECT_EQ(hex(net::hmac_sha256(key1, "Hi There", 8)),
+            "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  const char* data2 = "what do ya want for nothing?";
+  net::Hmac h("Jefe");
+  h.update(data2, 10);  // incremental == one shot
+  h.update(data2 + 10, std::strlen(data2) - 10);
+  EXPECT_EQ(hex(h.finish()), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  net::Mac a = net::hmac_sha256("k", "x", 1), b = a;
+  EXPECT_TRUE(net::mac_equal(a.data(), b.data(), a.size()));
+  b[31] ^= 1;
+  EXPECT_FALSE(net::mac_equal(a.data(), b.data(), a.size()));
+  EXPECT_THROW(net::Hmac(""), std::invalid_argument);
+}
+
+TEST(Message, ErrorTextRoundTrip) {
+  std::string what = "bad \"thing\"\n\tat \\ tensor[1]\x01";
+  net::Message e = net::make_error(9, what);
+  EXPECT_EQ(e.type, net::Error);
+  EXPECT_EQ(e.request_id, 9u);
+  EXPECT_EQ(net::error_text(e), what);
+  EXPECT_EQ(e.meta.front(), '{');
+}
+
+TEST(Message, AllocateIsAlignedAndViewWraps) {
+  for (auto shape : std::vector<std::vector<int64_t>>{{}, {0}, {3, 5}, {1000}}) {
+    net::WireTensor t = net::WireTensor::allocate(DType::Float16, shape);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u);
+    EXPECT_EQ(t.nbytes, static_cast<size_t>(t.numel()) * 2);
+  }
+  EXPECT_EQ(net::WireTensor::allocate(DType::Int8, {}).numel(), 1);
+  auto buf = std::make_shared<std::vector<float>>(6, 1.5f);
+  net::WireTensor v = net::WireTensor::view(DType::Float32, {2, 3}, buf->data(), buf);
+  EXPECT_EQ(v.nbytes, 24u);
+  EXPECT_EQ(v.data, reinterpret_cast<uint8_t*>(buf->data()));
+  EXPECT_THROW(net::WireTensor::allocate(DType::Float32, {-1}), std::invalid_argument);
+  EXPECT_THROW(net::WireTensor::allocate(static_cast<DType>(42), {1}), std::invalid_argument);
+}
+
+TEST(Frame, LayoutMatchesContract) {
+  net::Message m = sample();
+  std::string f = net::encode_frame(m, kSecret);
+  ASSERT_GE(f.size(), 40u);
+  EXPECT_EQ(f.substr(0, 4), "SWRM");
+  size_t descs = net::desc_bytes(2) + net::desc_bytes(1);
+  size_t data = 24 + 32;
+  EXPECT_EQ(f.size(), 40 + m.meta.size() + descs + data + 32);
+  net::FrameHeader h = net::parse_header(reinterpret_cast<const uint8_t*>(f.data()));
+  EXPECT_EQ(h.version, 1);
+  EXPECT_EQ(h.type, net::Forward);
+  EXPECT_EQ(h.request_id, 77u);
+  EXPECT_EQ(h.meta_len, m.meta.size());
+  EXPECT_EQ(h.n_tensors, 2u);
+  EXPECT_EQ(h.body_len, descs + data);
+  // Same bytes as the field-by-field builder.
+  Raw r;
+  r.request_id = 77;
+  r.meta = m.meta;
+  r.add(DType::Float32, {2, 3});
+  r.add(DType::Int64, {4});
+  r.descs[0].data.assign(reinterpret_cast<char*>(m.tensors[0].data), 24);
+  r.descs[1].data.assign(reinterpret_cast<char*>(m.tensors[1].data), 32);
+  EXPECT_EQ(r.build(), f);
+}
+
+TEST(Frame, RoundTripEveryDTypeAndShape) {
+  std::vector<std::vector<int64_t>> shapes = {{}, {0}, {1}, {7}, {2, 3}, {2, 0, 4}, {3, 1, 2, 1}, {1, 1, 1, 1, 1, 1, 1, 2}};
+  int seed = 0;
+  for (DType dt : kAllDTypes) {
+    net::Message m;
+    m.type = 1234;  // open set of types
+    m.request_id = 0xFFFFFFFFFFFFFFF0ull + seed;
+    m.meta = "{\"dtype\":\"" + std::string(net::dtype_name(dt)) + "\"}";
+    for (const auto& s : shapes) m.tensors.push_back(patterned(dt, s, ++seed));
+    net::Message back = decode(net::encode_frame(m, kSecret));
+    EXPECT_EQ(back.type, m.type);
+    EXPECT_EQ(back.request_id, m.request_id);
+    EXPECT_EQ(back.meta, m.meta);
+    ASSERT_EQ(back.tensors.size(), m.tensors.size());
+    for (size_t i = 0; i < m.tensors.size(); ++i) {
+      const net::WireTensor& a = m.tensors[i];
+      const net::WireTensor& b = back.tensors[i];
+      EXPECT_EQ(b.dtype, dt);
+      EXPECT_EQ(b.shape, a.shape);
+      EXPECT_EQ(b.numel(), a.numel());
+      ASSERT_EQ(b.nbytes, a.nbytes);
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % 64, 0u);
+      EXPECT_TRUE(b.owner);
+    }
+  }
+  net::Message empty;  // no meta, no tensors
+  empty.type = net::Ping;
+  net::Message back = decode(net::encode_frame(empty, kSecret));
+  EXPECT_EQ(back.type, net::Ping);
+  EXPECT_TRUE(back.meta.empty());
+  EXPECT_TRUE(back.tensors.empty());
+}
+
+TEST(Frame, TruncatedAtEveryOffsetIsRejected) {
+  std::string f = net::encode_frame(sample(), kSecret);
+  for (size_t n = 0; n < f.size(); ++n) {
+    try {
+      decode(f.substr(0, n));
+      ADD_FAILURE() << "decoded a frame truncated to " << n << " bytes";
+    } catch (const net::WireError& e) {
+      std::string w = e.what();
+      std::string field = n < 40 ? "header:" : n >= f.size() - 32 ? "frame.mac: authentication failed" : "";
+      if (!field.empty()) {
+        EXPECT_EQ(w.rfind(field, 0), 0u) << n << ": " << w;
+      } else {
+        bool named = w.rfind("meta:", 0) == 0 || w.rfind("tensor[", 0) == 0;
+        EXPECT_TRUE(named) << n << ": " << w;
+      }
+      EXPECT_NE(w.find("truncated"), std::string::npos) << w;
+    }
+  }
+  expect_reject(f + "zz", "frame: 2 trailing bytes");
+}
+
+TEST(Frame, RejectsBadHeader) {
+  Raw r;
+  r.magic = 0x12345678;
+  expect_reject(r.build(), "header.magic: 0x12345678 is not SWRM");
+  r = Raw();
+  r.version = 2;
+  expect_reject(r.build(), "header.version: 2 is not supported");
+  r = Raw();
+  r.meta = std::string(70000, ' ');
+  expect_reject(r.build(), "header.meta_len: 70000 exceeds limit 65536");
+  r = Raw();
+  for (int i = 0; i < 65; ++i) r.add(DType::UInt8, {1});
+  expect_reject(r.build(), "header.n_tensors: 65 exceeds limit 64");
+  net::Limits small;
+  small.max_frame_bytes = 1000;
+  r = Raw();
+  r.add(DType::UInt8, {2000});
+  expect_reject(r.build(), "header.body_len: 2024 makes the frame exceed max_frame_bytes 1000", small);
+  r = Raw();
+  r.add(DType::UInt8, {1});
+  r.n_tensors = 3;
+  expect_reject(r.build(), "header.body_len: 25 is too small for 3 tensor descriptors");
+}
+
+TEST(Frame, RejectsBadDescriptors) {
+  Raw r;
+  r.add(DType::Float32, {2});
+  r.descs[0].dtype = 9;
+  expect_reject(r.build(), "tensor[0].dtype: 9 is not a known dtype");
+  r.descs[0].dtype = 0;
+  expect_reject(r.build(), "tensor[0].dtype: 0 is not a known dtype");
+
+  r = Raw();
+  r.add(DType::Float32, {2});
+  r.add(DType::Float32, std::vector<int64_t>(12, 1));
+  expect_reject(r.build(), "tensor[1].ndim: 12 exceeds limit 8");
+
+  r = Raw();
+  r.add(DType::Float32, {2, 3});
+  r.descs[0].dims[1] = -3;
+  expect_reject(r.build(), "tensor[0].dims[1]: -3 is negative");
+
+  r = Raw();
+  r.add(DType::Float32, {1});
+  r.descs[0].dims = {int64_t{1} << 62, 4};
+  r.descs[0].ndim = 2;
+  expect_reject(r.build(), "tensor[0].shape: [4611686018427387904,4] x 4 bytes overflows 64 bits");
+  r.descs[0].dims = {int64_t{1} << 62, 1};  // numel fits, numel x 4 bytes does not
+  expect_reject(r.build(), "tensor[0].shape");
+
+  r = Raw();
+  r.add(DType::Float32, {5, 5});
+  r.descs[0].nbytes = 99;
+  r.descs[0].data.resize(99);
+  expect_reject(r.build(), "tensor[0].nbytes: 99 does not match shape [5,5] of float32 (100 bytes)");
+
+  net::Limits small;
+  small.max_tensor_bytes = 1024;
+  r = Raw();
+  r.add(DType::Float64, {256});
+  expect_reject(r.build(), "tensor[0].nbytes: 2048 exceeds limit 1024", small);
+}
+
+TEST(Frame, RejectsBodyLenDisagreeingWithDescriptors) {
+  Raw r;
+  r.add(DType::Int32, {4});
+  r.body_len = 16 + 8 + 16 + 4;  // 4 bytes more than the descriptors account for
+  std::string f = r.build();
+  f.insert(f.size() - 32, 4, '\0');  // keep the frame self-consistent apart from that
+  expect_reject(f, "header.body_len: 44 leaves 4 bytes after the last tensor");
+  r.body_len = 30;  // less than descriptor + data
+  expect_reject(r.build(), "tensor[0].nbytes: 16 overruns header.body_len (6 bytes left)");
+  r.body_len = 20;  // less than the descriptor
+  expect_reject(r.build(), "tensor[0]: descriptor of 24 bytes overruns header.body_len (20 bytes left)");
+}
+
+TEST(Frame, MacAuthenticatesHeaderMetaAndDescriptors) {
+  std::string f = net::encode_frame(sample(), kSecret);
+  std::string bad = f;
+  bad[bad.size() - 1] ^= 0x40;
+  expect_reject(bad, "frame.mac: authentication failed");
+  EXPECT_THROW(decode(bad), net::AuthError);
+  bad = f;
+  bad[8] ^= 1;  // request_id
+  expect_reject(bad, "frame.mac: authentication failed");
+  bad = f;
+  bad[41] ^= 1;  // meta
+  expect_reject(bad, "frame.mac: authentication failed");
+  bad = f;
+  bad[40 + 11 + 8] ^= 1;  // tensor[0].dims[0]: 2 -> 3, nbytes still 24: caught before the MAC
+  EXPECT_THROW(decode(bad), net::WireError);
+  expect_reject(f, "frame.mac: authentication failed", {}, "other-secret");
+  expect_reject(f.substr(0, f.size() - 32), "frame.mac: authentication failed");
+  // Tensor bytes are deliberately not covered (contract: cost).
+  std::string data_flip = f;
+  data_flip[40 + 11 + net::desc_bytes(2)] ^= 1;
+  EXPECT_NO_THROW(decode(data_flip));
+  EXPECT_THROW(decode(f, {}, ""), std::invalid_argument);
+}
+
+TEST(Frame, EncodeRejectsInvalidMessages) {
+  net::Message m = sample();
+  m.tensors[1].nbytes = 31;
+  try {
+    net::encode_frame(m, kSecret);
+    ADD_FAILURE();
+  } catch (const net::WireError& e) {
+    EXPECT_NE(std::string(e.what()).find("encode: tensor[1].nbytes"), std::string::npos) << e.what();
+  }
+  m = sample();
+  m.tensors[0].dtype = static_cast<DType>(77);
+  EXPECT_THROW(net::encode_frame(m, kSecret), net::WireError);
+  m = sample();
+  m.tensors[0].data = nullptr;
+  EXPECT_THROW(net::encode_frame(m, kSecret), net::WireError);
+}
+
+TEST(Frame, FuzzNeverCrashes) {
+  std::mt19937_64 rng(20240611);
+  std::string valid = net::encode_frame(sample(), kSecret);
+  net::Limits lim;  // defaults: huge claimed sizes must fail before allocating
+  int ok = 0, rejected = 0;
+  for (int it = 0; it < 2000; ++it) {
+    std::string f;
+    switch (it % 4) {
+      case 0: {  // pure noise
+        f.resize(rng() % 600);
+        for (char& c : f) c = static_cast<char>(rng());
+        break;
+      }
+      case 1: {  // noise behind a valid magic and version
+        f.resize(40 + rng() % 600);
+        for (char& c : f) c = static_cast<char>(rng());
+        std::memcpy(f.data(), valid.data(), 6);
+        break;
+      }
+      case 2: {  // a valid frame with a few bytes flipped
+        f = valid;
+        for (int k = 0, n = 1 + rng() % 8; k < n; ++k) f[rng() % f.size()] = static_cast<char>(rng());
+        break;
+      }
+      default: {  // a valid frame cut or extended
+        f = valid.substr(0, rng() % valid.size());
+        if (rng() % 2) f += std::string(rng() % 64, static_cast<char>(rng()));
+      }
+    }
+    try {
+      decode(f, lim);
+      ++ok;
+    } catch (const net::WireError&) {
+      ++rejected;
+    }
+  }
+  EXPECT_EQ(ok + rejected, 2000);
+  EXPECT_GT(rejected, 1900);
+}

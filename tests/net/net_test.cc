@@ -1,0 +1,384 @@
+// Client and Server over loopback TCP: round trips, errors, malformed peers, timeouts, limits.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "worker/net/client.h"
+#include "worker/net/server.h"
+
+namespace net = swarm::net;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kSecret = "s3cret";
+
+net::Message echo(net::Message&& m) {
+  m.type = static_cast<uint16_t>(m.type + 1);
+  return std::move(m);
+}
+
+net::Message float_request(size_t n, float base) {
+  auto buf = std::make_shared<std::vector<float>>(n);
+  for (size_t i = 0; i < n; ++i) (*buf)[i] = base + static_cast<float>(i);
+  net::Message m;
+  m.type = net::Forward;
+  m.meta = R"({"k":1})";
+  m.tensors.push_back(net::WireTensor::view(net::DType::Float32, {static_cast<int64_t>(n)}, buf->data(), buf));
+  return m;
+}
+
+// A plain TCP socket for misbehaving peers.
+struct RawSocket {
+  int fd = -1;
+  explicit RawSocket(uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ADD_FAILURE() << "connect";
+  }
+  ~RawSocket() { ::close(fd); }
+  void send(const std::string& s) { ASSERT_EQ(::send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size())); }
+  // Everything until EOF, or what came before `limit`.
+  std::string read_to_eof(std::chrono::milliseconds limit, bool* eof = nullptr) {
+    std::string out;
+    auto end = Clock::now() + limit;
+    if (eof) *eof = false;
+    for (;;) {
+      int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count());
+      if (ms <= 0) return out;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, ms) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) {
+        if (eof) *eof = true;
+        return out;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+};
+
+// A listener that accepts connections and never answers.
+struct SilentListener {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  uint16_t port = 0;
+  SilentListener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd, 16);  // the kernel completes handshakes; nobody ever reads
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+  }
+  ~SilentListener() { ::close(fd); }
+};
+
+net::Message decode_reply(const std::string& bytes) {
+  return net::decode_frame(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kSecret, {});
+}
+
+}  // namespace
+
+TEST(Net, EmptySecretIsRefused) {
+  EXPECT_THROW(net::Client("127.0.0.1", 1, ""), std::invalid_argument);
+  EXPECT_THROW(net::Server("127.0.0.1", 0, "", echo), std::invalid_argument);
+}
+
+TEST(Net, RoundTripAndStats) {
+  net::Server server("127.0.0.1", 0, kSecret, echo);
+  ASSERT_NE(server.port(), 0);
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  for (int i = 0; i < 5; ++i) {
+    net::Message req = float_request(1 << 20, static_cast<float>(i));  // 4 MiB
+    net::Message rep = client.call(req, 10s);
+    EXPECT_EQ(rep.type, net::ForwardReply);
+    EXPECT_EQ(rep.meta, req.meta);
+    ASSERT_EQ(rep.tensors.size(), 1u);
+    ASSERT_EQ(rep.tensors[0].nbytes, req.tensors[0].nbytes);
+    EXPECT_EQ(std::memcmp(rep.tensors[0].data, req.tensors[0].data, rep.tensors[0].nbytes), 0);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(rep.tensors[0].data) % 64, 0u);
+  }
+  net::Message ping;
+  ping.type = net::Ping;
+  EXPECT_EQ(client.call(ping, 5s).type, net::Pong);
+  net::ClientStats cs = client.stats();
+  EXPECT_EQ(cs.calls, 6u);
+  EXPECT_EQ(cs.connects, 1u);  // pooled and reused
+  EXPECT_GT(cs.bytes_out, 5u * 4 * 1024 * 1024);
+  server.stop();
+  net::ServerStats ss = server.stats();
+  EXPECT_EQ(ss.frames_in, 6u);
+  EXPECT_EQ(ss.frames_out, 6u);
+  EXPECT_EQ(ss.bytes_in, cs.bytes_out);
+  EXPECT_EQ(ss.bytes_out, cs.bytes_in);
+}
+
+TEST(Net, HandlerExceptionBecomesRemoteErrorAndConnectionSurvives) {
+  net::Server server("127.0.0.1", 0, kSecret, [](net::Message&& m) -> net::Message {
+    if (m.type == net::Backward) throw std::runtime_error("no activations for \"mb-7\"");
+    return echo(std::move(m));
+  });
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  net::Message req;
+  req.type = net::Backward;
+  try {
+    client.call(req, 5s);
+    FAIL() << "expected RemoteError";
+  } catch (const net::RemoteError& e) {
+    EXPECT_EQ(e.remote_message(), "no activations for \"mb-7\"");
+    EXPECT_FALSE(e.timed_out());
+  }
+  EXPECT_EQ(client.call(float_request(10, 1), 5s).type, net::ForwardReply);
+  EXPECT_EQ(server.stats().handler_errors, 1u);
+}
+
+TEST(Net, MalformedFrameGetsNamedErrorThenServerServesOthers) {
+  net::Server server("127.0.0.1", 0, kSecret, echo);
+  server.start();
+  {
+    RawSocket raw(server.port());
+    raw.send(std::string(40, 'Z'));  // magic 0x5A5A5A5A
+    bool eof = false;
+    std::string reply = raw.read_to_eof(5s, &eof);
+    EXPECT_TRUE(eof) << "server must close after a malformed frame";
+    net::Message m = decode_reply(reply);
+    EXPECT_EQ(m.type, net::Error);
+    EXPECT_NE(net::error_text(m).find("header.magic: 0x5A5A5A5A is not SWRM"), std::string::npos) << net::error_text(m);
+  }
+  {
+    RawSocket raw(server.port());  // valid header, descriptor with a bad rank
+    net::Message bad;
+    bad.type = net::Forward;
+    bad.request_id = 42;
+    bad.tensors.push_back(net::WireTensor::allocate(net::DType::Int8, std::vector<int64_t>(9, 1)));
+    raw.send(net::encode_frame(bad, kSecret));
+    net::Message m = decode_reply(raw.read_to_eof(5s));
+    EXPECT_EQ(m.request_id, 42u);
+    EXPECT_EQ(net::error_text(m), "tensor[0].ndim: 9 exceeds limit 8");
+  }
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  EXPECT_EQ(client.call(float_request(1000, 2), 5s).tensors.at(0).nbytes, 4000u);
+  EXPECT_EQ(server.stats().bad_frames, 2u);
+}
+
+TEST(Net, WrongSecretIsUnauthenticated) {
+  net::Server server("127.0.0.1", 0, kSecret, echo);
+  server.start();
+  {  // The server answers Error "unauthenticated" (MACed with its own secret) and closes.
+    RawSocket raw(server.port());
+    net::Message req = float_request(100, 0);
+    req.request_id = 3;
+    raw.send(net::encode_frame(req, "guess"));
+    bool eof = false;
+    net::Message m = decode_reply(raw.read_to_eof(5s, &eof));
+    EXPECT_TRUE(eof);
+    EXPECT_EQ(m.type, net::Error);
+    EXPECT_EQ(m.request_id, 3u);
+    EXPECT_EQ(net::error_text(m), "unauthenticated");
+  }
+  // A Client with the wrong secret cannot authenticate that reply either, and says so.
+  net::Client intruder("127.0.0.1", server.port(), "guess");
+  try {
+    intruder.call(float_request(100, 0), 5s);
+    FAIL() << "expected NetError";
+  } catch (const net::NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("frame.mac: authentication failed"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.stats().auth_failures, 2u);
+  EXPECT_EQ(server.stats().frames_in, 0u);
+}
+
+TEST(Net, HalfFrameThenSilenceOnlyCostsItsOwnConnection) {
+  net::ServerOptions opts;
+  opts.idle_timeout = 300ms;
+  net::Server server("127.0.0.1", 0, kSecret, echo, opts);
+  server.start();
+  RawSocket raw(server.port());
+  std::string f = net::encode_frame(float_request(1000, 0), kSecret);
+  raw.send(f.substr(0, f.size() / 2));
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  EXPECT_EQ(client.call(float_request(10, 0), 2s).type, net::ForwardReply);  // not stalled
+  auto t0 = Clock::now();
+  bool eof = false;
+  raw.read_to_eof(5s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_GE(server.stats().idle_closed, 1u);
+}
+
+TEST(Net, SilentPeerTimesOut) {
+  SilentListener silent;
+  net::Client client("127.0.0.1", silent.port, kSecret);
+  auto timeout = 400ms;
+  auto t0 = Clock::now();
+  try {
+    client.call(float_request(100, 0), timeout);
+    FAIL() << "expected a timeout";
+  } catch (const net::NetError& e) {
+    auto took = Clock::now() - t0;
+    EXPECT_TRUE(e.timed_out()) << e.what();
+    EXPECT_GE(took, timeout);
+    EXPECT_LT(took, timeout * 3 / 2);
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(silent.port)), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("timed out after 400 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(client.stats().timeouts, 1u);
+}
+
+TEST(Net, SlowHandlerTimesOutCall) {
+  net::Server server("127.0.0.1", 0, kSecret, [](net::Message&& m) {
+    std::this_thread::sleep_for(600ms);
+    return echo(std::move(m));
+  });
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  auto t0 = Clock::now();
+  try {
+    client.call(float_request(10, 0), 200ms);
+    FAIL();
+  } catch (const net::NetError& e) {
+    EXPECT_TRUE(e.timed_out());
+    EXPECT_LT(Clock::now() - t0, 300ms);
+  }
+  EXPECT_EQ(client.call(float_request(10, 0), 5s).type, net::ForwardReply);  // a fresh connection
+}
+
+TEST(Net, ConnectFailureNamesEndpoint) {
+  uint16_t port;
+  {
+    SilentListener l;
+    port = l.port;
+  }  // closed: nothing listens there now
+  net::Client client("127.0.0.1", port, kSecret);
+  try {
+    client.call(float_request(1, 0), 2s);
+    FAIL();
+  } catch (const net::NetError& e) {
+    EXPECT_FALSE(e.timed_out());
+    EXPECT_EQ(e.endpoint(), "127.0.0.1:" + std::to_string(port));
+    EXPECT_NE(std::string(e.what()).find("connect failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Net, ConcurrentCallsFromEightThreads) {
+  std::atomic<int> in_handler{0}, max_in_handler{0};
+  net::Server server("127.0.0.1", 0, kSecret, [&](net::Message&& m) {
+    int now = ++in_handler;
+    int prev = max_in_handler.load();
+    while (now > prev && !max_in_handler.compare_exchange_weak(prev, now)) {
+    }
+    std::this_thread::sleep_for(1ms);
+    --in_handler;
+    return echo(std::move(m));
+  });
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  std::atomic<int> good{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        float base = static_cast<float>(t * 1000 + i);
+        net::Message rep = client.call(float_request(256 + t, base), 10s);
+        const float* f = reinterpret_cast<const float*>(rep.tensors.at(0).data);
+        if (rep.tensors[0].numel() == 256 + t && f[0] == base && f[255] == base + 255) ++good;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good.load(), 8 * 40);
+  EXPECT_GT(max_in_handler.load(), 1);  // really concurrent
+  EXPECT_LE(client.stats().connects, 8u);
+}
+
+TEST(Net, ConnectionCapRefusesClearly) {
+  net::ServerOptions opts;
+  opts.max_connections = 1;
+  net::Server server("127.0.0.1", 0, kSecret, echo, opts);
+  server.start();
+  RawSocket hog(server.port());
+  for (int i = 0; i < 200 && server.stats().connections_active < 1; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(server.stats().connections_active, 1u);
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  try {
+    client.call(float_request(10, 0), 5s);
+    FAIL();
+  } catch (const net::RemoteError& e) {
+    EXPECT_NE(e.remote_message().find("server busy"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server.stats().connections_refused, 1u);
+}
+
+TEST(Net, StalePooledConnectionIsReplaced) {
+  net::ServerOptions opts;
+  opts.idle_timeout = 150ms;
+  net::Server server("127.0.0.1", 0, kSecret, echo, opts);
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  EXPECT_EQ(client.call(float_request(10, 0), 2s).type, net::ForwardReply);
+  std::this_thread::sleep_for(500ms);  // the server closed the idle connection meanwhile
+  EXPECT_EQ(client.call(float_request(10, 0), 2s).type, net::ForwardReply);
+  EXPECT_EQ(client.stats().connects, 2u);
+}
+
+TEST(Net, StopIsPromptWithIdleConnections) {
+  auto server = std::make_unique<net::Server>("127.0.0.1", 0, kSecret, echo);
+  server->start();
+  RawSocket a(server->port()), b(server->port());
+  net::Client client("127.0.0.1", server->port(), kSecret);
+  client.call(float_request(10, 0), 2s);
+  auto t0 = Clock::now();
+  server.reset();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  bool eof = false;
+  a.read_to_eof(2s, &eof);
+  EXPECT_TRUE(eof);
+  EXPECT_THROW(client.call(float_request(10, 0), 1s), net::NetError);
+}
+
+TEST(Net, OversizedRequestIsRejectedWithItsReason) {
+  net::ServerOptions opts;
+  opts.limits.max_tensor_bytes = 1 << 20;
+  net::Server server("127.0.0.1", 0, kSecret, echo, opts);
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  try {
+    client.call(float_request(8 << 20, 0), 10s);  // 32 MiB: rejected at its descriptor
+    FAIL();
+  } catch (const net::RemoteError& e) {
+    EXPECT_EQ(e.remote_message(), "tensor[0].nbytes: 33554432 exceeds limit 1048576");
+  }
+  EXPECT_EQ(client.call(float_request(1000, 0), 5s).type, net::ForwardReply);
+}
+
+TEST(Net, WritingIntoAClosedConnectionIsAnErrorNotASignal) {
+  net::ServerOptions opts;
+  opts.limits.max_tensor_bytes = 1 << 20;
+  opts.error_linger = 0ms;  // close at once, with the rest of the request unread
+  net::Server server("127.0.0.1", 0, kSecret, echo, opts);
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THROW(client.call(float_request(16 << 20, 0), 10s), net::NetError);  // no SIGPIPE
+  }
+  EXPECT_EQ(client.call(float_request(1000, 0), 5s).type, net::ForwardReply);
+}

@@ -1,0 +1,295 @@
+#include "worker/net/frame.h"
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+namespace swarm::net {
+
+namespace {
+
+template <class T>
+void put(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+template <class T>
+T get(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", v);
+  return buf;
+}
+
+std::string shape_text(const int64_t* dims, size_t ndim) {
+  std::string s = "[";
+  for (size_t i = 0; i < ndim; ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+[[noreturn]] void fail(const std::string& field, const std::string& what) {
+  throw WireError(field + ": " + what);
+}
+
+// Checks one tensor's dtype/shape/nbytes; `field` is "tensor[i]" (with "encode: " when writing).
+uint64_t check_tensor(const std::string& field, uint8_t raw_dtype, const int64_t* dims,
+                      size_t ndim, uint64_t nbytes) {
+  if (!dtype_known(raw_dtype)) {
+    fail(field + ".dtype", std::to_string(raw_dtype) + " is not a known dtype");
+  }
+  DType dt = static_cast<DType>(raw_dtype);
+  for (size_t d = 0; d < ndim; ++d) {
+    if (dims[d] < 0) fail(field + ".dims[" + std::to_string(d) + "]", std::to_string(dims[d]) + " is negative");
+  }
+  uint64_t expect = 0;
+  if (!checked_nbytes(dt, dims, ndim, &expect)) {
+    fail(field + ".shape", shape_text(dims, ndim) + " x " + std::to_string(dtype_size(dt)) +
+                               " bytes overflows 64 bits");
+  }
+  if (expect != nbytes) {
+    fail(field + ".nbytes", std::to_string(nbytes) + " does not match shape " +
+                                shape_text(dims, ndim) + " of " + dtype_name(dt) + " (" +
+                                std::to_string(expect) + " bytes)");
+  }
+  return expect;
+}
+
+class BufferSource : public ByteSource {
+ public:
+  BufferSource(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+
+  void read(void* dst, size_t n, const char* field, long index) override {
+    if (n > n_ - pos_) truncated(n, field, index);
+    if (n) std::memcpy(dst, p_ + pos_, n);
+    pos_ += n;
+  }
+
+  void will_read(uint64_t n, long index) override {
+    if (n > n_ - pos_) truncated(n, "data", index);
+  }
+
+  size_t pos() const { return pos_; }
+
+ private:
+  [[noreturn]] void truncated(uint64_t n, const char* field, long index) {
+    std::string where = "frame ends at byte " + std::to_string(n_) + ", " + std::to_string(n) +
+                        " bytes needed from byte " + std::to_string(pos_);
+    if (std::strcmp(field, "mac") == 0) {
+      throw AuthError("frame.mac: authentication failed (MAC missing: truncated, " + where + ")");
+    }
+    fail(field_name(field, index), "truncated (" + where + ")");
+  }
+
+  const uint8_t* p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::string field_name(const char* field, long index) {
+  if (std::strcmp(field, "mac") == 0) return "frame.mac";
+  if (index < 0) return field;
+  return "tensor[" + std::to_string(index) + "]." + field;
+}
+
+void encode_header(const FrameHeader& h, uint8_t out[kHeaderBytes]) {
+  std::memset(out, 0, kHeaderBytes);
+  put<uint32_t>(out + 0, h.magic);
+  put<uint16_t>(out + 4, h.version);
+  put<uint16_t>(out + 6, h.type);
+  put<uint64_t>(out + 8, h.request_id);
+  put<uint32_t>(out + 16, h.meta_len);
+  put<uint32_t>(out + 20, h.n_tensors);
+  put<uint64_t>(out + 24, h.body_len);
+}
+
+FrameHeader parse_header(const uint8_t in[kHeaderBytes]) {
+  FrameHeader h;
+  h.magic = get<uint32_t>(in + 0);
+  h.version = get<uint16_t>(in + 4);
+  h.type = get<uint16_t>(in + 6);
+  h.request_id = get<uint64_t>(in + 8);
+  h.meta_len = get<uint32_t>(in + 16);
+  h.n_tensors = get<uint32_t>(in + 20);
+  h.body_len = get<uint64_t>(in + 24);
+  return h;
+}
+
+void validate_header(const FrameHeader& h, const Limits& lim) {
+  if (h.magic != kMagic) fail("header.magic", hex32(h.magic) + " is not SWRM (" + hex32(kMagic) + ")");
+  if (h.version != kVersion) {
+    fail("header.version", std::to_string(h.version) + " is not supported (expected " +
+                               std::to_string(kVersion) + ")");
+  }
+  if (h.meta_len > lim.max_meta_bytes) {
+    fail("header.meta_len", std::to_string(h.meta_len) + " exceeds limit " + std::to_string(lim.max_meta_bytes));
+  }
+  if (h.n_tensors > lim.max_tensors) {
+    fail("header.n_tensors", std::to_string(h.n_tensors) + " exceeds limit " + std::to_string(lim.max_tensors));
+  }
+  uint64_t fixed = kHeaderBytes + h.meta_len + kMacBytes;
+  if (lim.max_frame_bytes < fixed || h.body_len > lim.max_frame_bytes - fixed) {
+    fail("header.body_len", std::to_string(h.body_len) + " makes the frame exceed max_frame_bytes " +
+                                std::to_string(lim.max_frame_bytes));
+  }
+  if (h.body_len < h.n_tensors * desc_bytes(0)) {
+    fail("header.body_len", std::to_string(h.body_len) + " is too small for " +
+                                std::to_string(h.n_tensors) + " tensor descriptors");
+  }
+}
+
+OutFrame prepare_frame(const Message& m, const std::string& secret) {
+  if (m.meta.size() > std::numeric_limits<uint32_t>::max()) {
+    fail("encode: meta", std::to_string(m.meta.size()) + " bytes do not fit a u32 meta_len");
+  }
+  if (m.tensors.size() > std::numeric_limits<uint32_t>::max()) {
+    fail("encode: n_tensors", std::to_string(m.tensors.size()) + " do not fit a u32");
+  }
+  OutFrame f;
+  size_t head_len = kHeaderBytes + m.meta.size();
+  uint64_t body = 0;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const WireTensor& t = m.tensors[i];
+    std::string field = "encode: tensor[" + std::to_string(i) + "]";
+    if (t.shape.size() > kMaxWireNdim) {
+      fail(field + ".ndim", std::to_string(t.shape.size()) + " exceeds the wire maximum 255");
+    }
+    check_tensor(field, static_cast<uint8_t>(t.dtype), t.shape.data(), t.shape.size(), t.nbytes);
+    if (t.data == nullptr && t.nbytes != 0) fail(field + ".data", "null pointer");
+    head_len += desc_bytes(t.shape.size());
+    body += desc_bytes(t.shape.size()) + t.nbytes;
+  }
+  FrameHeader h;
+  h.type = m.type;
+  h.request_id = m.request_id;
+  h.meta_len = static_cast<uint32_t>(m.meta.size());
+  h.n_tensors = static_cast<uint32_t>(m.tensors.size());
+  h.body_len = body;
+
+  f.head.resize(head_len);
+  uint8_t* p = reinterpret_cast<uint8_t*>(f.head.data());
+  encode_header(h, p);
+  if (!m.meta.empty()) std::memcpy(p + kHeaderBytes, m.meta.data(), m.meta.size());
+  size_t pos = kHeaderBytes + m.meta.size();
+  f.desc_pos.reserve(m.tensors.size() + 1);
+  for (const WireTensor& t : m.tensors) {
+    f.desc_pos.push_back(pos);
+    uint8_t* d = p + pos;
+    std::memset(d, 0, kDescFixedBytes);
+    d[0] = static_cast<uint8_t>(t.dtype);
+    d[1] = static_cast<uint8_t>(t.shape.size());
+    for (size_t k = 0; k < t.shape.size(); ++k) put<uint64_t>(d + 8 + 8 * k, static_cast<uint64_t>(t.shape[k]));
+    put<uint64_t>(d + 8 + 8 * t.shape.size(), t.nbytes);
+    pos += desc_bytes(t.shape.size());
+  }
+  f.desc_pos.push_back(pos);
+  f.mac = hmac_sha256(secret, f.head.data(), f.head.size());
+  f.total_bytes = kHeaderBytes + m.meta.size() + body + kMacBytes;
+  return f;
+}
+
+std::vector<Piece> OutFrame::pieces(const Message& m) const {
+  std::vector<Piece> out;
+  out.reserve(2 * m.tensors.size() + 2);
+  size_t first_end = desc_pos.size() > 1 ? desc_pos[1] : head.size();
+  out.push_back({head.data(), first_end});
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    if (i > 0) out.push_back({head.data() + desc_pos[i], desc_pos[i + 1] - desc_pos[i]});
+    if (m.tensors[i].nbytes) out.push_back({m.tensors[i].data, m.tensors[i].nbytes});
+  }
+  out.push_back({mac.data(), mac.size()});
+  return out;
+}
+
+std::string encode_frame(const Message& m, const std::string& secret) {
+  OutFrame f = prepare_frame(m, secret);
+  std::string out;
+  out.reserve(f.total_bytes);
+  for (const Piece& p : f.pieces(m)) out.append(static_cast<const char*>(p.data), p.size);
+  return out;
+}
+
+Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim,
+                   FrameHeader* header_out) {
+  uint8_t hb[kHeaderBytes];
+  src.read(hb, sizeof hb, "header", -1);
+  FrameHeader h = parse_header(hb);
+  validate_header(h, lim);
+  if (header_out) *header_out = h;
+
+  Hmac mac(secret);
+  mac.update(hb, sizeof hb);
+  Message m;
+  m.type = h.type;
+  m.request_id = h.request_id;
+  m.meta.resize(h.meta_len);
+  src.read(m.meta.data(), h.meta_len, "meta", -1);
+  mac.update(m.meta.data(), m.meta.size());
+
+  uint64_t left = h.body_len;  // body bytes not yet accounted for
+  m.tensors.reserve(h.n_tensors);
+  uint8_t desc[desc_bytes(kMaxWireNdim)];
+  int64_t dims[kMaxWireNdim];
+  for (uint32_t i = 0; i < h.n_tensors; ++i) {
+    std::string field = "tensor[" + std::to_string(i) + "]";
+    if (left < desc_bytes(0)) {
+      fail(field, "descriptor overruns header.body_len (" + std::to_string(left) + " bytes left)");
+    }
+    src.read(desc, kDescFixedBytes, "desc", i);
+    uint8_t raw_dtype = desc[0];
+    size_t ndim = desc[1];
+    if (!dtype_known(raw_dtype)) fail(field + ".dtype", std::to_string(raw_dtype) + " is not a known dtype");
+    if (ndim > lim.max_ndim) {
+      fail(field + ".ndim", std::to_string(ndim) + " exceeds limit " + std::to_string(lim.max_ndim));
+    }
+    uint64_t dlen = desc_bytes(ndim);
+    if (left < dlen) {
+      fail(field, "descriptor of " + std::to_string(dlen) + " bytes overruns header.body_len (" +
+                      std::to_string(left) + " bytes left)");
+    }
+    src.read(desc + kDescFixedBytes, dlen - kDescFixedBytes, "dims", i);
+    mac.update(desc, dlen);
+    left -= dlen;
+    for (size_t d = 0; d < ndim; ++d) dims[d] = get<int64_t>(desc + 8 + 8 * d);
+    uint64_t nbytes = get<uint64_t>(desc + 8 + 8 * ndim);
+    check_tensor(field, raw_dtype, dims, ndim, nbytes);
+    if (nbytes > lim.max_tensor_bytes) {
+      fail(field + ".nbytes", std::to_string(nbytes) + " exceeds limit " + std::to_string(lim.max_tensor_bytes));
+    }
+    if (nbytes > left) {
+      fail(field + ".nbytes", std::to_string(nbytes) + " overruns header.body_len (" +
+                                  std::to_string(left) + " bytes left)");
+    }
+    src.will_read(nbytes, i);
+    WireTensor t = WireTensor::allocate(static_cast<DType>(raw_dtype), std::vector<int64_t>(dims, dims + ndim));
+    src.read(t.data, t.nbytes, "data", i);  // straight into the tensor's own buffer
+    left -= nbytes;
+    m.tensors.push_back(std::move(t));
+  }
+  if (left != 0) {
+    fail("header.body_len", std::to_string(h.body_len) + " leaves " + std::to_string(left) +
+                                " bytes after the last tensor");
+  }
+  Mac expect = mac.finish();
+  Mac got;
+  src.read(got.data(), got.size(), "mac", -1);
+  if (!mac_equal(got.data(), expect.data(), got.size())) throw AuthError("frame.mac: authentication failed");
+  return m;
+}
+
+Message decode_frame(const uint8_t* p, size_t n, const std::string& secret, const Limits& limits) {
+  BufferSource src(p, n);
+  Message m = read_frame(src, secret, limits);
+  if (src.pos() != n) {
+    fail("frame", std::to_string(n - src.pos()) + " trailing bytes after frame.mac");
+  }
+  return m;
+}
+
+}  // namespace swarm::net

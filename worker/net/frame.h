@@ -1,0 +1,113 @@
+// The framed binary wire format (docs/architecture.md, "Wire format"), little-endian:
+//
+//   FrameHeader (40 bytes): u32 magic 'SWRM' | u16 version 1 | u16 type | u64 request_id |
+//                           u32 meta_len | u32 n_tensors | u64 body_len | u8 reserved[8]
+//   meta                    meta_len bytes of JSON
+//   n_tensors x { TensorDesc: u8 dtype | u8 ndim | u16 reserved | u32 reserved2 |
+//                             i64 dims[ndim] | u64 nbytes ; data[nbytes] }
+//   u8 mac[32]              HMAC-SHA256(secret, header || meta || every TensorDesc)
+//
+// body_len counts every TensorDesc and every data block. Reserved fields are written as zero and
+// ignored when read. Tensor bytes are not covered by the MAC (cost).
+//
+// Reading validates every field against the contract and `Limits` and throws WireError naming the
+// field and the value (AuthError for the MAC). The same reader serves a socket (tensor bytes land
+// straight in their final, 64-byte aligned buffer) and a byte buffer (decode_frame).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "worker/net/auth.h"
+#include "worker/net/dtype.h"
+#include "worker/net/errors.h"
+#include "worker/net/message.h"
+
+namespace swarm::net {
+
+constexpr uint32_t kMagic = 0x4D525753;  // "SWRM" as little-endian bytes
+constexpr uint16_t kVersion = 1;
+constexpr size_t kHeaderBytes = 40;
+constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, reserved, reserved2
+constexpr size_t kMaxWireNdim = 255;   // ndim is a u8
+
+// Bytes of one TensorDesc of rank ndim: fixed part, dims, nbytes.
+constexpr uint64_t desc_bytes(size_t ndim) { return kDescFixedBytes + 8 * ndim + 8; }
+
+struct Limits {
+  uint32_t max_meta_bytes = 64 * 1024;
+  uint32_t max_tensors = 64;
+  uint32_t max_ndim = 8;
+  uint64_t max_tensor_bytes = 1ull << 31;
+  uint64_t max_frame_bytes = 4ull << 30;  // header + meta + body + mac
+};
+
+struct FrameHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t type = 0;
+  uint64_t request_id = 0;
+  uint32_t meta_len = 0;
+  uint32_t n_tensors = 0;
+  uint64_t body_len = 0;
+};
+
+void encode_header(const FrameHeader& h, uint8_t out[kHeaderBytes]);
+FrameHeader parse_header(const uint8_t in[kHeaderBytes]);  // no checks
+void validate_header(const FrameHeader& h, const Limits& limits);  // throws WireError
+
+// ---- writing --------------------------------------------------------------------------------
+
+// A contiguous piece of an outgoing frame.
+struct Piece {
+  const void* data;
+  size_t size;
+};
+
+// Everything of an outgoing frame except the tensor bytes, which stay where they are.
+struct OutFrame {
+  std::string head;              // header || meta || desc_0 || ... || desc_{n-1}
+  std::vector<size_t> desc_pos;  // where desc_i starts in head; n+1 entries, last = head.size()
+  Mac mac{};
+  uint64_t total_bytes = 0;      // whole frame on the wire
+
+  // The frame in wire order: header+meta+desc_0, data_0, desc_1, data_1, ..., mac. Points into
+  // this OutFrame and into the tensors of `m`, which must both outlive the pieces.
+  std::vector<Piece> pieces(const Message& m) const;
+};
+
+// Validates `m` (dtype, shape, nbytes, data) and builds its header, descriptors and MAC.
+// Throws WireError ("encode: tensor[0].nbytes: ...") or std::invalid_argument (empty secret).
+OutFrame prepare_frame(const Message& m, const std::string& secret);
+
+// The whole frame as one string (copies the tensor bytes; for tests and tools).
+std::string encode_frame(const Message& m, const std::string& secret);
+
+// ---- reading --------------------------------------------------------------------------------
+
+// Where a frame is read from. `field`/`index` name what is being read ("header", "meta",
+// "desc", "dims", "data", "mac"; index = tensor number or -1), for error messages.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  // Fills exactly n bytes or throws.
+  virtual void read(void* dst, size_t n, const char* field, long index) = 0;
+  // Called before a buffer of n bytes is allocated for tensor `index`; a source that already
+  // knows it cannot deliver them may throw here instead of after a useless allocation.
+  virtual void will_read(uint64_t n, long index) { (void)n; (void)index; }
+};
+
+// "tensor[3].data", "meta", "frame.mac", ...
+std::string field_name(const char* field, long index);
+
+// Reads and validates one frame. If `header_out` is given it receives the header as soon as the
+// header passed validation (so a caller can answer a later error with the right request_id).
+Message read_frame(ByteSource& src, const std::string& secret, const Limits& limits,
+                   FrameHeader* header_out = nullptr);
+
+// Decodes exactly one complete frame from p[0, n): trailing bytes are an error.
+Message decode_frame(const uint8_t* p, size_t n, const std::string& secret, const Limits& limits);
+
+}  // namespace swarm::net

@@ -1,0 +1,75 @@
+// The unit exchanged between peers: a typed message with JSON metadata and tensors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/net/dtype.h"
+
+namespace swarm::net {
+
+// One tensor on the wire: dense, contiguous, row-major.
+//
+// `data` points either
+//   - into memory owned by `owner` (a received tensor, or one made by allocate(): one allocation
+//     per tensor, 64-byte aligned, so a torch tensor can wrap it zero-copy with
+//     torch::from_blob(data, shape, [owner](void*) {}, options)), or
+//   - into caller memory that `owner` keeps alive (a tensor to send, made by view(); it is written
+//     to the socket straight from that memory and never modified).
+// Copies of a WireTensor share the memory.
+struct WireTensor {
+  DType dtype = DType::Float32;
+  std::vector<int64_t> shape;  // empty = 0-dim scalar (one element)
+  uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  std::shared_ptr<void> owner;
+
+  // Product of shape (1 for a 0-dim scalar, 0 when any dim is 0).
+  int64_t numel() const;
+
+  // A new, uninitialised, 64-byte aligned buffer of numel(shape) * dtype_size(dtype) bytes.
+  // Throws std::invalid_argument for an unknown dtype, a negative dim or a size that overflows.
+  static WireTensor allocate(DType dtype, std::vector<int64_t> shape);
+
+  // Wraps caller memory (at least numel(shape) * dtype_size(dtype) bytes) without copying;
+  // `keepalive` must keep it valid for as long as the WireTensor (or a copy) lives.
+  static WireTensor view(DType dtype, std::vector<int64_t> shape, const void* data,
+                         std::shared_ptr<void> keepalive);
+};
+
+// Message types. The set is open: the server hands any type to its handler.
+enum MessageType : uint16_t {
+  Error = 1,
+  Forward = 10,
+  ForwardReply = 11,
+  Backward = 12,
+  BackwardReply = 13,
+  ForwardBackward = 14,
+  ForwardBackwardReply = 15,
+  AveragePush = 20,
+  AverageReply = 21,
+  StateRequest = 30,
+  StateReply = 31,
+  Ping = 40,
+  Pong = 41,
+};
+
+struct Message {
+  uint16_t type = 0;
+  uint64_t request_id = 0;  // the Client assigns it; a reply carries the request's id
+  std::string meta;         // JSON object text (may be empty)
+  std::vector<WireTensor> tensors;
+};
+
+// An Error message; its meta is {"error":"<what>"}.
+Message make_error(uint64_t request_id, const std::string& what);
+
+// The text of an Error message made by make_error (the whole meta if it has another shape).
+std::string error_text(const Message& m);
+
+// `s` as a JSON string literal, quotes included.
+std::string json_quote(const std::string& s);
+
+}  // namespace swarm::net

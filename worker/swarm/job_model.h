@@ -1,0 +1,20 @@
+// Maps the job spec onto the model library's own configuration types (worker/model does not
+// know about the job spec, so it can be built alone against any libtorch).
+#pragma once
+
+#include "common/job_spec.h"
+#include "worker/model/config.h"
+#include "worker/model/optimizer.h"
+
+namespace swarm::runtime {
+
+model::ModelConfig model_config(const JobSpec& spec);
+model::OptimizerConfig optimizer_config(const JobSpec& spec);
+
+// Seed of stage `stage`'s initial parameters: every peer of a stage derives the same one.
+uint64_t stage_seed(const JobSpec& spec);
+
+// Throws std::invalid_argument for spec settings this build cannot run, naming the field.
+void check_runtime_support(const JobSpec& spec);
+
+}  // namespace swarm::runtime

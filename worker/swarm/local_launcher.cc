@@ -1,0 +1,347 @@
+#include "worker/swarm/local_launcher.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/job_spec.h"
+#include "worker/swarm/baseline.h"
+#include "worker/swarm/clock.h"
+#include "worker/swarm/ports.h"
+#include "worker/swarm/registry/registry_client.h"
+
+namespace fs = std::filesystem;
+
+namespace swarm::runtime {
+namespace {
+
+struct Child {
+  std::string name;   // "registry", "worker s0 #1", "trainer 0"
+  std::string role;
+  int stage = -1;
+  pid_t pid = -1;
+  std::string log;
+  bool exited = false;
+  int status = 0;
+};
+
+std::string random_secret() {
+  unsigned char buf[32];
+  if (RAND_bytes(buf, sizeof(buf)) != 1) throw std::runtime_error("cannot generate a job secret");
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char c : buf) {
+    s += hex[c >> 4];
+    s += hex[c & 15];
+  }
+  return s;
+}
+
+// Starts `exe args...` with stdout/stderr appended to `log`. The child dies with the launcher
+// (PR_SET_PDEATHSIG), so even a SIGKILLed launcher leaves no orphans behind.
+pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const std::string& log) {
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(1);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    // Ctrl-C reaches the launcher, which stops children in order; they must not die first.
+    ::setpgid(0, 0);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(exe.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+void reap(std::vector<Child>& children) {
+  for (auto& c : children) {
+    if (c.exited || c.pid <= 0) continue;
+    int status = 0;
+    if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+      c.exited = true;
+      c.status = status;
+    }
+  }
+}
+
+void stop_children(std::vector<Child>& children, const std::string& role, double grace_seconds) {
+  for (auto& c : children)
+    if (!c.exited && (role.empty() || c.role == role)) ::kill(c.pid, SIGTERM);
+  const double until = now_seconds() + grace_seconds;
+  while (now_seconds() < until) {
+    reap(children);
+    bool alive = false;
+    for (auto& c : children) alive = alive || (!c.exited && (role.empty() || c.role == role));
+    if (!alive) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (auto& c : children) {
+    if (!c.exited && (role.empty() || c.role == role)) {
+      spdlog::warn("{} did not stop within {} s; killing it", c.name, grace_seconds);
+      ::kill(c.pid, SIGKILL);
+      ::waitpid(c.pid, &c.status, 0);
+      c.exited = true;
+    }
+  }
+}
+
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream f(path);
+  std::vector<std::string> all;
+  for (std::string l; std::getline(f, l);) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "    " + all[i] + "\n";
+  return out;
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "unknown status";
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return nullptr;
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_discarded() ? nullptr : j;
+}
+
+// Sums or averages the trainers' reports into one.
+nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
+  nlohmann::json m = {{"steps", 0}, {"samples", 0}, {"samples_per_second", 0.0}, {"loss_first", 0.0},
+                      {"loss_last", 0.0}, {"eval_loss", 0.0}, {"requests_retried", 0},
+                      {"microbatches_lost", 0}, {"samples_recomputed", 0}, {"train_seconds", 0.0},
+                      {"peers_per_stage", nlohmann::json::array()}, {"finished", true}};
+  int n = 0;
+  for (const auto& r : reports) {
+    if (!r.is_object()) continue;
+    ++n;
+    m["steps"] = std::max(m["steps"].get<int64_t>(), r.value("steps", int64_t{0}));
+    for (const char* k : {"samples", "requests_retried", "microbatches_lost", "samples_recomputed"})
+      m[k] = m[k].get<int64_t>() + r.value(k, int64_t{0});
+    m["samples_per_second"] = m["samples_per_second"].get<double>() + r.value("samples_per_second", 0.0);
+    for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() + r.value(k, 0.0);
+    m["train_seconds"] = std::max(m["train_seconds"].get<double>(), r.value("train_seconds", 0.0));
+    if (r.contains("peers_per_stage")) m["peers_per_stage"] = r["peers_per_stage"];
+    if (r.contains("loss_curve") && !m.contains("loss_curve")) m["loss_curve"] = r["loss_curve"];
+    m["finished"] = m["finished"].get<bool>() && r.value("finished", false);
+  }
+  if (n > 0)
+    for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() / n;
+  if (n == 0) m["finished"] = false;
+  return m;
+}
+
+void show(const nlohmann::json& r, int64_t max_steps, bool tty, bool final_line) {
+  std::ostringstream line;
+  line << "step " << r.value("steps", int64_t{0}) << "/" << max_steps << "  loss "
+       << fmt::format("{:.4f}", r.value("loss_last", 0.0)) << "  samples/s "
+       << fmt::format("{:.1f}", r.value("samples_per_second", 0.0)) << "  samples "
+       << r.value("samples", int64_t{0}) << "  peers/stage " << r.value("peers_per_stage", nlohmann::json::array()).dump()
+       << "  retried " << r.value("requests_retried", int64_t{0});
+  if (tty) {
+    std::printf("\r\033[K%s%s", line.str().c_str(), final_line ? "\n" : "");
+  } else {
+    std::printf("%s\n", line.str().c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+nlohmann::json make_summary(const nlohmann::json& report, const std::string& mode, double wall_seconds) {
+  nlohmann::json s = report;
+  s["mode"] = mode;
+  s["wall_seconds"] = wall_seconds;
+  return s;
+}
+
+int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
+  const JobSpec spec = load_job_spec(o.job_path);
+  const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
+  const double started = now_seconds();
+  const bool tty = o.progress && ::isatty(1);
+  auto write_summary = [&](const nlohmann::json& summary) {
+    if (o.summary_path.empty()) return;
+    std::ofstream f(o.summary_path, std::ios::trunc);
+    f << summary.dump(2) << "\n";
+    if (!f) throw std::runtime_error("cannot write summary " + o.summary_path);
+  };
+
+  if (o.baseline == "single-process") {
+    BaselineOptions bo;
+    bo.max_steps = max_steps;
+    bo.max_seconds = o.max_seconds;
+    bo.threads = o.threads_per_worker;
+    if (o.progress) bo.on_progress = [&](const TrainerReport& r) { show(r.to_json(), max_steps, tty, false); };
+    auto report = run_single_process(spec, bo, stop).to_json();
+    if (o.progress) show(report, max_steps, tty, true);
+    auto summary = make_summary(report, "single-process", now_seconds() - started);
+    summary.erase("loss_curve");
+    write_summary(make_summary(report, "single-process", now_seconds() - started));
+    std::printf("%s\n", summary.dump(2).c_str());
+    return stop ? 130 : 0;
+  }
+  if (!o.baseline.empty())
+    throw std::invalid_argument("--baseline: must be single-process, got \"" + o.baseline + "\"");
+
+  // The data-plane secret: the spec's environment variable, or a fresh one for this run.
+  const char* env_secret = std::getenv(spec.secret.env.c_str());
+  if (!env_secret || !*env_secret) ::setenv(spec.secret.env.c_str(), random_secret().c_str(), 1);
+
+  const std::string dir = o.log_dir.empty()
+                              ? (fs::temp_directory_path() / ("swarm-local-" + std::to_string(::getpid()))).string()
+                              : o.log_dir;
+  fs::create_directories(dir);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int total_workers = static_cast<int>(spec.pipeline.stages * spec.workers.per_stage);
+  const int threads = o.threads_per_worker > 0 ? o.threads_per_worker
+                      : spec.workers.threads > 0 ? static_cast<int>(spec.workers.threads)
+                                                 : std::max(1, cores / total_workers);
+  const int registry_port = pick_free_port();
+  const std::string registry_url = "http://127.0.0.1:" + std::to_string(registry_port);
+  std::vector<Child> children;
+  auto start = [&](Child c, const std::vector<std::string>& args) {
+    c.log = dir + "/" + c.log;
+    std::vector<std::string> full = {"--log-level", o.log_level};
+    full.insert(full.end(), args.begin(), args.end());
+    c.pid = spawn(o.self_exe, full, c.log);
+    children.push_back(c);
+  };
+  auto fail = [&](const std::string& why) {
+    spdlog::error("{}", why);
+    stop_children(children, "trainer", 5);
+    stop_children(children, "", 5);
+    return 1;
+  };
+
+  start({"registry", "registry", -1, -1, "registry.log"},
+        {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port), "--peer-expiry",
+         std::to_string(spec.timeouts.peer_expiry_seconds)});
+  registry::RegistryClient registry(registry_url, std::chrono::milliseconds(1000));
+  for (double until = now_seconds() + 15; !registry.healthy();) {
+    reap(children);
+    if (children[0].exited || now_seconds() > until)
+      return fail("the registry did not start; its log:\n" + tail_of(children[0].log, 20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (int s = 0; s < spec.pipeline.stages; ++s) {
+    for (int i = 0; i < spec.workers.per_stage; ++i) {
+      const std::string id = "stage" + std::to_string(s) + "-w" + std::to_string(i);
+      start({"worker " + id, "worker", s, -1, id + ".log"},
+            {"worker", "--job", o.job_path, "--stage", std::to_string(s), "--peer-id", id, "--registry",
+             registry_url, "--threads", std::to_string(threads)});
+    }
+  }
+  std::vector<std::string> reports;
+  for (int t = 0; t < spec.trainers.count; ++t) {
+    const std::string id = "trainer" + std::to_string(t);
+    reports.push_back(dir + "/" + id + ".json");
+    std::vector<std::string> args = {"trainer", "--job", o.job_path, "--index", std::to_string(t), "--peer-id", id,
+                                     "--registry", registry_url, "--report", reports.back(), "--steps",
+                                     std::to_string(max_steps)};
+    if (o.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o.max_seconds)});
+    start({"trainer " + id, "trainer", -1, -1, id + ".log"}, args);
+  }
+  std::printf("swarm local: %s, %lld stages x %lld workers, %lld trainer(s), %d torch thread(s) per worker; logs in %s\n",
+              spec.name.c_str(), static_cast<long long>(spec.pipeline.stages),
+              static_cast<long long>(spec.workers.per_stage), static_cast<long long>(spec.trainers.count), threads,
+              dir.c_str());
+  std::fflush(stdout);
+
+  auto merged = [&] {
+    std::vector<nlohmann::json> rs;
+    for (const auto& p : reports) rs.push_back(read_json(p));
+    return merge_reports(rs);
+  };
+  // A trainer stops itself at max steps / max seconds; this bound only catches a hung run.
+  const double hard_deadline = o.max_seconds > 0 ? started + o.max_seconds + 120 : 0;
+  double last_show = 0;
+  bool interrupted = false;
+  while (true) {
+    reap(children);
+    bool trainers_running = false;
+    for (auto& c : children) trainers_running = trainers_running || (c.role == "trainer" && !c.exited);
+    if (!trainers_running) break;
+    for (auto& c : children) {
+      if (c.role == "registry" && c.exited)
+        return fail("the registry exited (" + describe_exit(c.status) + "); its log:\n" + tail_of(c.log, 20));
+    }
+    for (int s = 0; s < spec.pipeline.stages; ++s) {
+      bool any = false;
+      for (auto& c : children) any = any || (c.role == "worker" && c.stage == s && !c.exited);
+      if (!any) {
+        std::string logs;
+        for (auto& c : children)
+          if (c.role == "worker" && c.stage == s)
+            logs += c.name + " (" + describe_exit(c.status) + "):\n" + tail_of(c.log, 15);
+        return fail("every worker of stage " + std::to_string(s) + " exited:\n" + logs);
+      }
+    }
+    if (stop) {
+      interrupted = true;
+      break;
+    }
+    if (hard_deadline > 0 && now_seconds() > hard_deadline) return fail("the run did not end in time");
+    if (o.progress && now_seconds() - last_show >= 1.0) {
+      show(merged(), max_steps, tty, false);
+      last_show = now_seconds();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // Trainers first (they finish in-flight microbatches and write their reports), then workers.
+  stop_children(children, "trainer", 30);
+  stop_children(children, "worker", 10);
+  stop_children(children, "", 5);
+  auto report = merged();
+  if (o.progress) show(report, max_steps, tty, true);
+  auto summary = make_summary(report, "swarm", now_seconds() - started);
+  summary["logs"] = dir;
+  write_summary(summary);
+  summary.erase("loss_curve");
+  std::printf("%s\n", summary.dump(2).c_str());
+  if (interrupted) return 130;
+  int rc = 0;
+  for (auto& c : children) {
+    if (c.role == "trainer" && !(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0)) {
+      spdlog::error("{} failed ({}); its log:\n{}", c.name, describe_exit(c.status), tail_of(c.log, 20));
+      rc = 1;
+    }
+  }
+  if (rc == 0 && o.max_seconds <= 0 && !report.value("finished", false)) {
+    spdlog::error("training ended before step {}", max_steps);
+    rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace swarm::runtime

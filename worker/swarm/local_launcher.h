@@ -1,0 +1,33 @@
+// `swarm local JOB.yaml`: the whole swarm on one machine. Starts the registry, the workers of every
+// stage and the trainers as separate processes on loopback, shows live progress, stops them all
+// at the end (or on Ctrl-C), and writes the run's summary.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace swarm::runtime {
+
+struct LocalOptions {
+  std::string job_path;
+  std::string self_exe;          // this program, started again for every child process
+  int64_t steps = 0;             // 0 = spec.training.maxSteps
+  double max_seconds = 0;        // 0 = no limit
+  std::string summary_path;      // "" = none
+  std::string baseline;          // "" or "single-process"
+  std::string log_dir;           // "" = a fresh temporary folder
+  int threads_per_worker = 0;    // 0 = spec.workers.threads, or cores / workers when that is 0
+  bool progress = true;          // live progress line on stdout
+  std::string log_level = "info";
+};
+
+// Returns the process exit status: 0 when training ran to its end, non-zero on failure.
+// `stop` turns true on Ctrl-C / SIGTERM; every child is then stopped, none is left behind.
+int run_local(const LocalOptions& options, const std::atomic<bool>& stop);
+
+// The summary fields shared by the swarm run and the single-process baseline.
+nlohmann::json make_summary(const nlohmann::json& report, const std::string& mode, double wall_seconds);
+
+}  // namespace swarm::runtime

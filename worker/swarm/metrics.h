@@ -1,0 +1,62 @@
+// Prometheus metrics of one data-plane process (worker or trainer), served on /metrics.
+// Names follow Prometheus conventions: `swarm_` prefix, `_total` counters, `_seconds` and
+// `_bytes` units. One Metrics object per process; every method is thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace swarm::runtime {
+
+class Metrics {
+ public:
+  // `bind` is "host:port"; port 0 picks a free port (see port()). `role` is "worker"/"trainer".
+  Metrics(const std::string& bind, const std::string& role, const std::string& peer_id);
+  ~Metrics();
+
+  int port() const { return port_; }
+  // The current metrics in Prometheus' text exposition format (what GET /metrics returns).
+  std::string exposition() const;
+
+  // op: "forward", "backward", "forward_backward", "average".
+  void observe_request(int stage, const std::string& op, double seconds, int64_t samples);
+  void add_retry(int stage, const std::string& op);
+  void add_failure(int stage, const std::string& op);
+  void set_queue_length(int stage, double n);
+  void add_bytes(uint64_t sent, uint64_t received);
+  void set_loss(double loss);
+  void set_optimizer_step(int stage, double step);
+  void set_peers(int stage, double n);
+  void observe_averaging(int stage, double seconds, double group_size);
+  void set_learning_rate(int stage, double lr);
+
+ private:
+  prometheus::Gauge& gauge(prometheus::Family<prometheus::Gauge>& f, int stage);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  struct Endpoint;  // the HTTP listener serving /metrics
+  std::unique_ptr<Endpoint> endpoint_;
+  int port_ = 0;
+  prometheus::Labels base_;
+  prometheus::Family<prometheus::Counter>* samples_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* latency_ = nullptr;
+  prometheus::Family<prometheus::Counter>* retries_ = nullptr;
+  prometheus::Family<prometheus::Counter>* failures_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* queue_ = nullptr;
+  prometheus::Counter* sent_ = nullptr;
+  prometheus::Counter* received_ = nullptr;
+  prometheus::Gauge* loss_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* step_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* peers_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* averaging_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* group_size_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* lr_ = nullptr;
+};
+
+}  // namespace swarm::runtime

@@ -1,0 +1,41 @@
+// The data-plane RPCs carried by the framed wire format (worker/net). Metadata is a JSON object;
+// tensors travel as frame tensors, in the order given here.
+//
+//   Forward          meta {mb, stage, samples, eval?}          tensors [input]
+//     -> ForwardReply meta {round}                            tensors [output]
+//   ForwardBackward  meta {mb, stage, samples, eval?}          tensors [input, targets]   (last stage)
+//     -> reply        meta {round, loss}                      tensors [grad_input] (none for eval or stage 0)
+//   Backward         meta {mb, stage, samples, recompute}      tensors [grad_output, input if recompute]
+//     -> reply        meta {round}                            tensors [grad_input] (none for stage 0)
+//     A worker that no longer holds the microbatch's activations answers Error "activation_missing";
+//     the trainer then re-sends with the stage input (recompute) to any peer of the stage.
+//   AveragePush      meta {stage, round, attempt, samples, peer} tensors [flat gradient sum]
+//     -> AverageReply meta {samples, members}                 tensors [flat averaged gradient]
+//   StateRequest     meta {stage}                              -> StateReply meta {round} tensors [uint8 state]
+//   Ping             meta {}                                   -> Pong meta {stage, round, queue}
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "worker/net/message.h"
+
+namespace swarm::runtime {
+
+inline constexpr const char* kActivationMissing = "activation_missing";
+inline constexpr const char* kRoundClosed = "round_closed";
+
+// Parses a message's JSON metadata; a malformed one is a request error naming the message type.
+nlohmann::json parse_meta(const net::Message& m);
+
+// Typed field access that names the field and the value in its error.
+int64_t meta_int(const nlohmann::json& meta, const char* field);
+int64_t meta_int(const nlohmann::json& meta, const char* field, int64_t fallback);
+double meta_double(const nlohmann::json& meta, const char* field);
+std::string meta_string(const nlohmann::json& meta, const char* field);
+bool meta_bool(const nlohmann::json& meta, const char* field, bool fallback);
+
+net::Message make_message(uint16_t type, const nlohmann::json& meta);
+
+}  // namespace swarm::runtime

@@ -1,0 +1,266 @@
+// End of a round: the peers of a stage average their accumulated gradients, weighted by samples,
+// and step their optimizers together, so every peer of a stage holds identical parameters.
+//
+// Protocol (one round = one optimizer step, numbered by the step count):
+//  1. Each peer reports its running sample count for the round to the RoundCoordinator, which
+//     latches "target reached" once the stage's live peers together passed the global batch.
+//  2. A peer whose round is due (target reached, own outstanding backwards drained) joins the
+//     round's group (stage, round, attempt). The group closes when every live worker of the stage
+//     joined or after half the averaging timeout; its smallest peer id is the leader.
+//  3. Members send their gradient sum to the leader (AveragePush); the leader adds all
+//     contributions that arrive before the averaging deadline and answers every push with the
+//     same sum and sample total. Everyone divides by the total and steps.
+//  4. A member whose leader is unreachable or silent retries with attempt + 1 (the coordinator
+//     forms a new group without the dead peer), so a peer dying mid-round cannot hang the others.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "worker/model/state.h"
+#include "worker/swarm/protocol.h"
+#include "worker/swarm/stage_server_impl.h"
+#include "worker/swarm/tensor_wire.h"
+
+namespace swarm::runtime {
+namespace {
+
+constexpr int kMaxAttempts = 3;
+
+
+// Gradient of every parameter, zeros where a parameter got none this round.
+torch::Tensor flat_gradients(model::StageModel& m) {
+  std::vector<torch::Tensor> parts;
+  for (auto& p : m.parameters()) {
+    auto g = p.grad();
+    parts.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kFloat32)
+                                : torch::zeros({p.numel()}, torch::kFloat32));
+  }
+  return torch::cat(parts).cpu();
+}
+
+void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
+  int64_t offset = 0;
+  for (auto& p : m.parameters()) {
+    auto slice = flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.device(), p.scalar_type());
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(slice);
+    } else {
+      p.mutable_grad() = slice.clone();
+    }
+    offset += p.numel();
+  }
+}
+
+}  // namespace
+
+bool StageServer::Impl::round_due_locked() const {
+  const bool reached = target_latched || others_samples + samples_done >= target_samples;
+  return reached && activations.empty();
+}
+
+void StageServer::Impl::progress_loop() {
+  // Short poll: a peer whose local count is below the target learns within this interval that
+  // the stage as a whole reached it.
+  const auto interval = std::chrono::milliseconds(25);
+  int64_t reported_round = -1, reported_samples = -1;
+  while (true) {
+    int64_t r, s;
+    bool latched;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait_for(lk, interval, [&] { return stopping; });
+      if (stopping) return;
+      r = round;
+      s = samples_done;
+      latched = target_latched;
+    }
+    if (latched && r == reported_round && s == reported_samples) continue;
+    try {
+      auto view = registry->report_progress(opt.stage, r, opt.peer_id, s, target_samples);
+      reported_round = r;
+      reported_samples = s;
+      bool wake = false;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (view.round == round.load()) {
+          // The coordinator's total includes the count we reported; keep only the others' part.
+          others_samples = std::max<int64_t>(0, view.samples_total - s);
+          if (view.target_reached && !target_latched) wake = true;
+          target_latched = target_latched || view.target_reached;
+        }
+      }
+      if (wake) cv.notify_all();
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: progress report failed: {}", opt.peer_id, e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+void StageServer::Impl::finish_round() {
+  const double started = now_seconds();
+  const int64_t r = round.load();
+  int64_t samples;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples = samples_done;
+  }
+  try {
+    announce("averaging");
+  } catch (const std::exception&) {
+  }
+  auto flat = flat_gradients(*model);
+  int members = 1;
+  bool averaged = false;
+  for (int attempt = 0; attempt < kMaxAttempts && !averaged; ++attempt) {
+    auto sum = flat;
+    int64_t total = samples;
+    try {
+      averaged = average_once(attempt, sum, total, members);
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: averaging round {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
+    }
+    if (averaged) {
+      flat = sum;
+      samples = total;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (stopping) return;
+    }
+  }
+  if (!averaged) {
+    // No group could be formed (coordinator unreachable): step on the local gradients rather than
+    // stall the pipeline; the peer's parameters may then differ from its stage's until it re-syncs.
+    spdlog::error("worker {}: round {} stepped without averaging", opt.peer_id, r);
+  }
+  if (samples > 0) {
+    set_gradients(*model, flat / static_cast<double>(samples));
+    optimizer->step();
+  } else {
+    optimizer->zero_grad();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    round = r + 1;
+    samples_done = 0;
+    others_samples = 0;
+    target_latched = false;
+    closing_since = 0;
+    fingerprint = model::param_fingerprint(*model);
+  }
+  {
+    std::lock_guard<std::mutex> lk(avg_mu);
+    for (auto it = results.begin(); it != results.end();)
+      it = it->first.first + 2 < r ? results.erase(it) : std::next(it);
+    for (auto it = inbox.begin(); it != inbox.end();)
+      it = it->first.first + 2 < r ? inbox.erase(it) : std::next(it);
+  }
+  metrics->observe_averaging(opt.stage, now_seconds() - started, members);
+  metrics->set_optimizer_step(opt.stage, static_cast<double>(r + 1));
+  metrics->set_learning_rate(opt.stage, optimizer->last_lr());
+  cv.notify_all();
+  spdlog::debug("worker {}: step {} done ({} samples, {} peers, {:.3f}s)", opt.peer_id, r + 1,
+                samples, members, now_seconds() - started);
+}
+
+bool StageServer::Impl::average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members) {
+  const int64_t r = round.load();
+  const double timeout = opt.spec.timeouts.averaging_seconds;
+  planner::Member self{opt.peer_id, opt.host, static_cast<int>(server->port()), samples};
+  if (!registry->join_round(opt.stage, r, attempt, self, timeout / 2)) return false;
+  const double deadline = now_seconds() + timeout;
+  planner::GroupView group;
+  auto poll = std::chrono::milliseconds(2);
+  while (true) {
+    group = registry->round_group(opt.stage, r, attempt);
+    if (group.state == planner::GroupView::Ready) break;
+    if (now_seconds() > deadline) return false;
+    std::this_thread::sleep_for(poll);
+    poll = std::min(poll * 2, std::chrono::milliseconds(50));
+  }
+  auto me = std::find_if(group.members.begin(), group.members.end(),
+                         [&](const planner::Member& m) { return m.peer_id == opt.peer_id; });
+  if (me == group.members.end()) return false;
+  members = static_cast<int>(group.members.size());
+  if (members == 1) return true;
+  const auto key = std::make_pair(r, attempt);
+  if (group.leader == opt.peer_id) {
+    std::unique_lock<std::mutex> lk(avg_mu);
+    auto all_in = [&] {
+      size_t got = 0;
+      for (const auto& c : inbox[key])
+        for (const auto& m : group.members)
+          if (m.peer_id == c.peer) ++got;
+      return got + 1 >= group.members.size();
+    };
+    avg_cv.wait_until(lk, std::chrono::steady_clock::now() + to_ms(deadline - now_seconds()), all_in);
+    auto result = std::make_shared<RoundResult>();
+    result->average = flat.clone();
+    result->samples = samples;
+    result->members = 1;
+    for (const auto& c : inbox[key]) {
+      if (c.flat.numel() != flat.numel()) continue;
+      result->average += c.flat;
+      result->samples += c.samples;
+      result->members += 1;
+    }
+    results[key] = result;
+    lk.unlock();
+    avg_cv.notify_all();
+    flat = result->average;
+    samples = result->samples;
+    members = result->members;
+    return true;
+  }
+  const auto& leader = *std::find_if(group.members.begin(), group.members.end(),
+                                     [&](const planner::Member& m) { return m.peer_id == group.leader; });
+  net::Client client(leader.host, static_cast<uint16_t>(leader.port), opt.secret, client_options);
+  auto push = make_message(net::AveragePush, {{"stage", opt.stage}, {"round", r}, {"attempt", attempt},
+                                              {"samples", samples}, {"peer", opt.peer_id}});
+  push.tensors.push_back(to_wire(flat));
+  auto reply = client.call(std::move(push), to_ms(std::max(1.0, deadline - now_seconds())));
+  if (reply.type != net::AverageReply || reply.tensors.size() != 1)
+    throw std::runtime_error("leader " + leader.peer_id + " sent an unexpected reply");
+  auto meta = parse_meta(reply);
+  auto sum = from_wire(reply.tensors[0]);
+  if (sum.numel() != flat.numel()) throw std::runtime_error("leader's gradient has the wrong size");
+  flat = sum.clone();
+  samples = meta_int(meta, "samples");
+  members = static_cast<int>(meta_int(meta, "members"));
+  return true;
+}
+
+net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
+  auto meta = parse_meta(request);
+  const int64_t stage = meta_int(meta, "stage");
+  if (stage != opt.stage)
+    throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(opt.stage) +
+                                ", got " + std::to_string(stage));
+  const int64_t r = meta_int(meta, "round");
+  const int attempt = static_cast<int>(meta_int(meta, "attempt"));
+  const int64_t samples = meta_int(meta, "samples");
+  if (samples < 0) throw std::invalid_argument("meta.samples: must be >= 0, got " + std::to_string(samples));
+  if (request.tensors.size() != 1 || request.tensors[0].dtype != net::DType::Float32)
+    throw std::invalid_argument("average: expected one float32 gradient tensor");
+  Contribution c{meta_string(meta, "peer"), samples, from_wire(request.tensors[0])};
+  const auto key = std::make_pair(r, attempt);
+  std::unique_lock<std::mutex> lk(avg_mu);
+  // A push that arrives after the leader closed the round still gets the round's result, so the
+  // late member steps with the same update as everyone else (its own gradient is then lost).
+  if (r < round.load() && !results.count(key)) throw std::runtime_error(kRoundClosed);
+  inbox[key].push_back(std::move(c));
+  avg_cv.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + to_ms(opt.spec.timeouts.averaging_seconds);
+  if (!avg_cv.wait_until(lk, deadline, [&] { return results.count(key) > 0 || stopped.load(); }) ||
+      !results.count(key))
+    throw std::runtime_error("averaging round " + std::to_string(r) + " timed out at the leader");
+  auto result = results[key];
+  lk.unlock();
+  auto reply = make_message(net::AverageReply, {{"samples", result->samples}, {"members", result->members}});
+  reply.tensors.push_back(to_wire(result->average));
+  return reply;
+}
+
+}  // namespace swarm::runtime

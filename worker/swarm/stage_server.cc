@@ -1,0 +1,442 @@
+#include "worker/swarm/stage_server.h"
+
+#include <chrono>
+#include <spdlog/spdlog.h>
+
+#include "worker/model/device.h"
+#include "worker/model/state.h"
+#include "worker/swarm/job_model.h"
+#include "worker/swarm/protocol.h"
+#include "worker/swarm/stage_server_impl.h"
+#include "worker/swarm/tensor_wire.h"
+
+namespace swarm::runtime {
+
+namespace {
+
+
+const char* op_name(uint16_t type) {
+  switch (type) {
+    case net::Forward: return "forward";
+    case net::Backward: return "backward";
+    case net::ForwardBackward: return "forward_backward";
+    case net::StateRequest: return "state";
+    default: return "other";
+  }
+}
+
+constexpr int64_t kMaxSamplesPerRequest = 65536;
+
+}  // namespace
+
+StageServer::Impl::Impl(WorkerOptions o) : opt(std::move(o)) {
+  check_runtime_support(opt.spec);
+  model_cfg = model_config(opt.spec);
+  target_samples = opt.spec.training.global_batch;
+  if (opt.stage < 0 || opt.stage >= opt.spec.pipeline.stages)
+    throw std::invalid_argument("worker --stage: must be in [0, " +
+                                std::to_string(opt.spec.pipeline.stages - 1) + "], got " +
+                                std::to_string(opt.stage));
+  if (opt.peer_id.empty()) throw std::invalid_argument("worker --peer-id: must not be empty");
+}
+
+StageServer::StageServer(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+StageServer::~StageServer() { stop(); }
+
+void StageServer::start() {
+  auto& I = *impl_;
+  if (I.started.exchange(true)) return;
+  const auto& spec = I.opt.spec;
+  torch::set_num_threads(std::max(1, I.opt.threads));
+  I.device = model::pick_device(spec.workers.device);
+  I.model = model::make_stage(I.model_cfg, I.opt.stage, stage_seed(spec));
+  I.model->to(I.device);
+  I.optimizer = std::make_unique<model::StageOptimizer>(*I.model, optimizer_config(spec));
+  I.fingerprint = model::param_fingerprint(*I.model);
+  I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "worker", I.opt.peer_id);
+  I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
+  I.server = std::make_unique<net::Server>(
+      I.opt.host, static_cast<uint16_t>(I.opt.port), I.opt.secret,
+      [&I](net::Message&& m) { return I.handle(std::move(m)); }, net::Limits{});
+  I.server->start();
+  I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url,
+                                                          to_ms(spec.timeouts.connect_seconds));
+  I.compute_thread = std::thread([&I] { I.compute_loop(); });
+  I.progress_thread = std::thread([&I] { I.progress_loop(); });
+  I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
+  spdlog::info("worker {} serving stage {} on {}:{} (metrics :{}), device {}, {} threads",
+               I.opt.peer_id, I.opt.stage, I.opt.host, I.server->port(), I.metrics->port(),
+               I.device.str(), torch::get_num_threads());
+}
+
+void StageServer::stop() {
+  auto& I = *impl_;
+  if (!I.started || I.stopped.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lk(I.mu);
+    I.stopping = true;
+  }
+  I.cv.notify_all();
+  I.avg_cv.notify_all();
+  try {
+    if (I.registry) I.registry->withdraw(I.opt.peer_id);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not deregister: {}", I.opt.peer_id, e.what());
+  }
+  for (auto* t : {&I.compute_thread, &I.progress_thread, &I.heartbeat_thread})
+    if (t->joinable()) t->join();
+  if (I.server) I.server->stop();
+}
+
+int StageServer::port() const { return impl_->server ? impl_->server->port() : 0; }
+int StageServer::metrics_port() const { return impl_->metrics ? impl_->metrics->port() : 0; }
+
+WorkerStatus StageServer::status() const {
+  auto& I = *impl_;
+  std::lock_guard<std::mutex> lk(I.mu);
+  WorkerStatus s;
+  s.round = I.round;
+  s.samples_in_round = I.samples_done;
+  s.queue_length = static_cast<int64_t>(I.queue.size());
+  s.activations = static_cast<int64_t>(I.activations.size());
+  s.fingerprint = I.fingerprint;
+  s.samples_processed = I.processed;
+  return s;
+}
+
+// ---- requests -------------------------------------------------------------------------------
+
+net::Message StageServer::Impl::handle(net::Message&& request) {
+  switch (request.type) {
+    case net::AveragePush:
+      return handle_average_push(std::move(request));
+    case net::Ping: {
+      std::lock_guard<std::mutex> lk(mu);
+      return make_message(net::Pong, {{"stage", opt.stage}, {"round", round.load()},
+                                      {"queue", queue.size()}, {"peer", opt.peer_id}});
+    }
+    case net::Forward:
+    case net::Backward:
+    case net::ForwardBackward:
+    case net::StateRequest:
+      break;
+    default:
+      throw std::invalid_argument("message type " + std::to_string(request.type) +
+                                  " is not served by a worker");
+  }
+  auto task = std::make_shared<Task>();
+  task->meta = parse_meta(request);
+  if (request.type != net::StateRequest) {
+    int64_t stage = meta_int(task->meta, "stage");
+    if (stage != opt.stage)
+      throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(opt.stage) +
+                                  ", got " + std::to_string(stage));
+    int64_t samples = meta_int(task->meta, "samples");
+    if (samples < 1 || samples > kMaxSamplesPerRequest)
+      throw std::invalid_argument("meta.samples: must be in [1, " + std::to_string(kMaxSamplesPerRequest) +
+                                  "], got " + std::to_string(samples));
+    meta_string(task->meta, "mb");
+  }
+  if (request.type == net::ForwardBackward && opt.stage != opt.spec.pipeline.stages - 1)
+    throw std::invalid_argument("forward_backward is served by the last stage only; this is stage " +
+                                std::to_string(opt.stage));
+  task->request = std::move(request);
+  task->enqueued_at = now_seconds();
+  auto reply = task->reply.get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (stopping) throw std::runtime_error("worker is stopping");
+    queue.push_back(task);
+    metrics->set_queue_length(opt.stage, static_cast<double>(queue.size()));
+  }
+  cv.notify_all();
+  return reply.get();
+}
+
+torch::Tensor StageServer::Impl::check_input(const net::WireTensor& w, const char* what,
+                                             int64_t samples) const {
+  const bool tokens = opt.stage == 0 || std::string(what) == "targets";
+  auto fail = [&](const std::string& why) {
+    return std::invalid_argument(std::string(what) + ": " + why);
+  };
+  auto shape_str = [&] {
+    std::string s = "[";
+    for (size_t i = 0; i < w.shape.size(); ++i) s += (i ? "," : "") + std::to_string(w.shape[i]);
+    return s + "]";
+  };
+  if (tokens) {
+    if (w.dtype != net::DType::Int64) throw fail(std::string("expected int64 token ids, got ") + net::dtype_name(w.dtype));
+    if (w.shape.size() != 2) throw fail("expected shape [batch, seq], got " + shape_str());
+  } else {
+    if (w.dtype != net::DType::Float32) throw fail(std::string("expected float32 activations, got ") + net::dtype_name(w.dtype));
+    if (w.shape.size() != 3 || w.shape[2] != model_cfg.hidden_size)
+      throw fail("expected shape [batch, seq, " + std::to_string(model_cfg.hidden_size) + "], got " + shape_str());
+  }
+  if (w.shape[0] != samples) throw fail("batch " + std::to_string(w.shape[0]) + " != meta.samples " + std::to_string(samples));
+  if (w.shape[1] < 1 || w.shape[1] > model_cfg.sequence_length)
+    throw fail("sequence length must be in [1, " + std::to_string(model_cfg.sequence_length) + "], got " + shape_str());
+  auto t = from_wire(w);
+  if (tokens) {
+    auto lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+    if (lo < 0 || hi >= model_cfg.vocab_size)
+      throw fail("token ids must be in [0, " + std::to_string(model_cfg.vocab_size) + "), got [" +
+                 std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  } else if (!torch::isfinite(t).all().item<bool>()) {
+    throw fail("contains NaN or infinity");
+  }
+  return t.to(device);
+}
+
+net::Message StageServer::Impl::do_forward(Task& task) {
+  const auto& m = task.request;
+  if (m.tensors.size() != 1) throw std::invalid_argument("forward: expected 1 tensor, got " + std::to_string(m.tensors.size()));
+  int64_t samples = meta_int(task.meta, "samples");
+  auto input = check_input(m.tensors[0], "input", samples);
+  const bool eval = meta_bool(task.meta, "eval", false);
+  torch::Tensor out;
+  if (eval) {
+    torch::NoGradGuard no_grad;
+    out = model->forward(input);
+  } else {
+    if (opt.stage > 0) input = input.detach().requires_grad_(true);
+    out = model->forward(input);
+    std::lock_guard<std::mutex> lk(mu);
+    activations[meta_string(task.meta, "mb")] = Activation{input, out, samples, round.load(), now_seconds()};
+  }
+  auto reply = make_message(net::ForwardReply, {{"round", round.load()}});
+  reply.tensors.push_back(to_wire(out));
+  return reply;
+}
+
+net::Message StageServer::Impl::do_forward_backward(Task& task) {
+  const auto& m = task.request;
+  if (m.tensors.size() != 2)
+    throw std::invalid_argument("forward_backward: expected 2 tensors [input, targets], got " + std::to_string(m.tensors.size()));
+  int64_t samples = meta_int(task.meta, "samples");
+  auto input = check_input(m.tensors[0], "input", samples);
+  auto targets = check_input(m.tensors[1], "targets", samples);
+  if (targets.size(1) != input.size(1)) throw std::invalid_argument("targets: sequence length differs from input");
+  const bool eval = meta_bool(task.meta, "eval", false);
+  if (eval) {
+    torch::NoGradGuard no_grad;
+    auto loss = model->loss(model->forward(input), targets);
+    return make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
+  }
+  input = input.detach().requires_grad_(true);
+  auto loss = model->loss(model->forward(input), targets);
+  // Gradients are summed over samples here and divided by the round's total at averaging time,
+  // so microbatches of any size and any number of peers weigh exactly by their samples.
+  (loss * static_cast<double>(samples)).backward();
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples_done += samples;
+  }
+  auto reply = make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
+  reply.tensors.push_back(to_wire(input.grad()));
+  return reply;
+}
+
+net::Message StageServer::Impl::do_backward(Task& task) {
+  const auto& m = task.request;
+  if (m.tensors.empty() || m.tensors.size() > 2)
+    throw std::invalid_argument("backward: expected [grad_output] or [grad_output, input], got " +
+                                std::to_string(m.tensors.size()) + " tensors");
+  int64_t samples = meta_int(task.meta, "samples");
+  const std::string mb = meta_string(task.meta, "mb");
+  Activation act;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = activations.find(mb);
+    if (it != activations.end()) {
+      act = std::move(it->second);
+      activations.erase(it);
+      samples_outstanding -= act.samples;
+      found = act.round == round.load();
+    }
+  }
+  if (!found) {
+    if (m.tensors.size() < 2) throw std::runtime_error(kActivationMissing);
+    // Recompute the forward from the stage input the trainer kept (failover or expiry).
+    act.input = check_input(m.tensors[1], "input", samples);
+    if (opt.stage > 0) act.input = act.input.detach().requires_grad_(true);
+    act.output = model->forward(act.input);
+    act.samples = samples;
+  }
+  auto grad = from_wire(m.tensors[0]);
+  if (grad.scalar_type() != torch::kFloat32 || grad.sizes() != act.output.sizes())
+    throw std::invalid_argument("grad_output: expected float32 of the forward output's shape");
+  torch::autograd::backward({act.output}, {grad.to(device)});
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples_done += samples;
+  }
+  auto reply = make_message(net::BackwardReply, {{"round", round.load()}, {"recomputed", !found}});
+  if (opt.stage > 0) reply.tensors.push_back(to_wire(act.input.grad()));
+  return reply;
+}
+
+net::Message StageServer::Impl::do_state(const net::Message&) {
+  auto bytes = model::save_state(*model, *optimizer);
+  auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  auto reply = make_message(net::StateReply, {{"round", round.load()}, {"stage", opt.stage}});
+  reply.tensors.push_back(to_wire(t));
+  return reply;
+}
+
+net::Message StageServer::Impl::run_task(Task& task) {
+  switch (task.request.type) {
+    case net::Forward: return do_forward(task);
+    case net::ForwardBackward: return do_forward_backward(task);
+    case net::Backward: return do_backward(task);
+    case net::StateRequest: return do_state(task.request);
+  }
+  throw std::logic_error("unexpected task type");
+}
+
+bool StageServer::Impl::admission_open_locked() const {
+  const int64_t admitted = others_samples + samples_done + samples_outstanding;
+  return !target_latched && admitted < target_samples;
+}
+
+bool StageServer::Impl::has_eligible_locked() const {
+  for (const auto& t : queue) {
+    if (t->request.type == net::Backward || t->request.type == net::StateRequest) return true;
+    if (meta_bool(t->meta, "eval", false)) return true;
+  }
+  return !queue.empty() && admission_open_locked();
+}
+
+std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
+  auto take = [&](auto pred) -> std::shared_ptr<Task> {
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if (pred(**it)) {
+        auto t = *it;
+        queue.erase(it);
+        return t;
+      }
+    }
+    return nullptr;
+  };
+  // Backward first: it completes a microbatch and frees its activations.
+  if (auto t = take([](const Task& t) { return t.request.type == net::Backward || t.request.type == net::StateRequest; }))
+    return t;
+  if (auto t = take([](const Task& t) { return meta_bool(t.meta, "eval", false); })) return t;
+  // A new forward is admitted only while the round still needs samples: once admitted work
+  // covers the global batch, later forwards wait for the optimizer step (they would otherwise be
+  // computed with parameters that the step is about to change).
+  if (!admission_open_locked()) {
+    if (closing_since == 0) closing_since = now_seconds();
+    return nullptr;
+  }
+  auto t = take([](const Task&) { return true; });
+  if (t && t->request.type == net::Forward) samples_outstanding += meta_int(t->meta, "samples");
+  return t;
+}
+
+void StageServer::Impl::expire_activations_locked(double now, bool force_all) {
+  const double ttl = opt.spec.timeouts.activation_ttl_seconds;
+  for (auto it = activations.begin(); it != activations.end();) {
+    if (force_all || now - it->second.created_at > ttl ||
+        activations.size() > static_cast<size_t>(opt.max_activations)) {
+      samples_outstanding -= it->second.samples;
+      it = activations.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void StageServer::Impl::compute_loop() {
+  torch::set_num_threads(std::max(1, opt.threads));
+  while (true) {
+    std::shared_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      // The timeout bounds how late activation expiry and the drain deadline are noticed.
+      cv.wait_for(lk, std::chrono::milliseconds(50),
+                  [&] { return stopping || round_due_locked() || has_eligible_locked(); });
+      if (stopping) break;
+      const double now = now_seconds();
+      expire_activations_locked(now, false);
+      const bool reached = target_latched || others_samples + samples_done >= target_samples;
+      // Backwards of a closing round that never come (their trainer died) must not hold the
+      // step forever: after the backward timeout their activations are dropped, and a late
+      // backward recomputes the forward with the new parameters.
+      if (reached && !activations.empty() && closing_since > 0 &&
+          now - closing_since > opt.spec.timeouts.backward_seconds) {
+        spdlog::warn("worker {}: dropping {} activations that waited past the backward timeout",
+                     opt.peer_id, activations.size());
+        expire_activations_locked(now, true);
+      }
+      if (!round_due_locked()) task = next_task_locked();
+      metrics->set_queue_length(opt.stage, static_cast<double>(queue.size()));
+    }
+    if (!task) {
+      bool due;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        due = round_due_locked();
+      }
+      if (due) finish_round();
+      continue;
+    }
+    net::Message reply;
+    try {
+      reply = run_task(*task);
+    } catch (const std::exception& e) {
+      reply = net::make_error(task->request.request_id, e.what());
+      metrics->add_failure(opt.stage, op_name(task->request.type));
+    }
+    const double done = now_seconds();
+    int64_t samples = meta_int(task->meta, "samples", 0);
+    if (reply.type != net::Error) processed += samples;
+    metrics->observe_request(opt.stage, op_name(task->request.type), done - task->enqueued_at,
+                             reply.type == net::Error ? 0 : samples);
+    task->reply.set_value(std::move(reply));
+    // Keep taking work without waiting when more is queued.
+    cv.notify_all();
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  for (auto& t : queue) t->reply.set_value(net::make_error(t->request.request_id, "worker is stopping"));
+  queue.clear();
+}
+
+void StageServer::Impl::announce(const std::string& state) {
+  planner::PeerRecord rec;
+  rec.peer_id = opt.peer_id;
+  rec.role = "worker";
+  rec.stage = opt.stage;
+  rec.host = opt.host;
+  rec.port = server->port();
+  rec.metrics_port = metrics->port();
+  rec.state = state;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    rec.round = round;
+    rec.queue_length = static_cast<int64_t>(queue.size());
+  }
+  registry->announce(rec);
+}
+
+void StageServer::Impl::heartbeat_loop() {
+  uint64_t last_sent = 0, last_received = 0;
+  while (true) {
+    try {
+      announce(closing_since > 0 ? "averaging" : "serving");
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: heartbeat failed: {}", opt.peer_id, e.what());
+    }
+    auto st = server->stats();
+    metrics->add_bytes(st.bytes_out - last_sent, st.bytes_in - last_received);
+    last_sent = st.bytes_out;
+    last_received = st.bytes_in;
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_for(lk, to_ms(opt.spec.timeouts.heartbeat_seconds), [&] { return stopping; });
+    if (stopping) break;
+  }
+}
+
+}  // namespace swarm::runtime

@@ -1,0 +1,64 @@
+// A worker: serves forward and backward of one pipeline stage over the framed TCP data plane.
+//
+// Requests are queued and run by one compute thread that owns the stage's model (backward before
+// forward, so memory held by activations is released first). A forward keeps the microbatch's
+// activations for its backward (bounded by a count and a TTL); a backward whose activations are
+// gone is answered `activation_missing`, and the trainer re-sends it with the stage input so any
+// peer of the stage can recompute. Gradients accumulate until the stage (all its peers together)
+// has processed the job's global batch; then the peers average gradients weighted by samples and
+// step their optimizers together (see stage_averaging.cc).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/job_spec.h"
+
+namespace swarm::runtime {
+
+struct WorkerOptions {
+  JobSpec spec;
+  int stage = 0;
+  std::string peer_id;
+  std::string host = "127.0.0.1";  // address that trainers and peers use to reach this worker
+  int port = 0;                    // 0 = any free port
+  std::string metrics_bind = "127.0.0.1:0";
+  std::string registry_url;
+  std::string secret;
+  int threads = 1;                 // torch intra-op threads
+  int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
+};
+
+struct WorkerStatus {
+  int64_t round = 0;              // optimizer steps taken
+  int64_t samples_in_round = 0;   // samples whose gradients are accumulated, not yet applied
+  int64_t queue_length = 0;
+  int64_t activations = 0;        // forwards awaiting their backward
+  uint64_t fingerprint = 0;       // hash of the parameters (peers of a stage must agree)
+  int64_t samples_processed = 0;
+};
+
+class StageServer {
+ public:
+  explicit StageServer(WorkerOptions options);
+  ~StageServer();
+  StageServer(const StageServer&) = delete;
+  StageServer& operator=(const StageServer&) = delete;
+
+  // Builds the model, opens the data-plane port and /metrics, announces itself to discovery.
+  void start();
+  // Deregisters, stops accepting requests and joins every thread. Idempotent.
+  void stop();
+
+  int port() const;
+  int metrics_port() const;
+  WorkerStatus status() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace swarm::runtime

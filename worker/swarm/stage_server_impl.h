@@ -1,0 +1,118 @@
+// Internal state of StageServer, shared by stage_server.cc (requests, compute loop) and
+// stage_averaging.cc (the end-of-round gradient all-reduce). Not part of the public API.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "worker/model/optimizer.h"
+#include "worker/model/stage.h"
+#include "worker/net/client.h"
+#include "worker/net/server.h"
+#include "worker/swarm/clock.h"
+#include "worker/swarm/metrics.h"
+#include "worker/swarm/registry/registry_client.h"
+#include "worker/swarm/stage_server.h"
+
+namespace swarm::runtime {
+
+// One queued request. The connection thread that received it waits on `reply`.
+struct Task {
+  net::Message request;
+  nlohmann::json meta;
+  std::promise<net::Message> reply;
+  double enqueued_at = 0;
+};
+
+// What a forward leaves behind for its backward.
+struct Activation {
+  torch::Tensor input;   // requires grad (except token ids of the first stage)
+  torch::Tensor output;
+  int64_t samples = 0;
+  int64_t round = 0;     // parameters it was computed with; stale after an optimizer step
+  double created_at = 0;
+};
+
+// A peer's gradient sent to the round's leader.
+struct Contribution {
+  std::string peer;
+  int64_t samples = 0;
+  torch::Tensor flat;
+};
+
+struct RoundResult {
+  torch::Tensor average;
+  int64_t samples = 0;
+  int members = 0;
+};
+
+struct StageServer::Impl {
+  explicit Impl(WorkerOptions o);
+
+  // --- requests (stage_server.cc) ---
+  net::Message handle(net::Message&& request);
+  net::Message run_task(Task& task);
+  net::Message do_forward(Task& task);
+  net::Message do_forward_backward(Task& task);
+  net::Message do_backward(Task& task);
+  net::Message do_state(const net::Message& request);
+  torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
+  void compute_loop();
+  std::shared_ptr<Task> next_task_locked();
+  bool admission_open_locked() const;
+  bool has_eligible_locked() const;
+  void expire_activations_locked(double now, bool force_all);
+  void heartbeat_loop();
+  void announce(const std::string& state);
+
+  // --- averaging (stage_averaging.cc) ---
+  bool round_due_locked() const;           // global batch reached, drain done
+  void progress_loop();                    // reports samples to the coordinator, watches the latch
+  void finish_round();                     // all-reduce + optimizer step; compute thread only
+  bool average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members);
+  net::Message handle_average_push(net::Message&& request);
+
+  WorkerOptions opt;
+  model::ModelConfig model_cfg;
+  std::shared_ptr<model::StageModel> model;
+  std::unique_ptr<model::StageOptimizer> optimizer;
+  torch::Device device{torch::kCPU};
+  std::unique_ptr<net::Server> server;
+  std::unique_ptr<Metrics> metrics;
+  std::unique_ptr<registry::RegistryClient> registry;
+  net::ClientOptions client_options;
+  int64_t target_samples = 0;  // the job's global batch
+
+  // Guarded by mu.
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Task>> queue;
+  std::map<std::string, Activation> activations;
+  int64_t samples_done = 0;       // backward samples accumulated this round (local)
+  int64_t samples_outstanding = 0;  // samples of stored activations
+  int64_t others_samples = 0;     // other peers' samples this round, from the coordinator
+  bool target_latched = false;    // the coordinator says the stage reached the global batch
+  double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
+  bool stopping = false;
+  std::atomic<int64_t> round{0};
+  std::atomic<int64_t> processed{0};
+  std::atomic<uint64_t> fingerprint{0};
+
+  // Averaging inbox, guarded by avg_mu: contributions sent to this peer as a round's leader.
+  std::mutex avg_mu;
+  std::condition_variable avg_cv;
+  std::map<std::pair<int64_t, int>, std::vector<Contribution>> inbox;
+  std::map<std::pair<int64_t, int>, std::shared_ptr<RoundResult>> results;
+
+  std::thread compute_thread, heartbeat_thread, progress_thread;
+  std::atomic<bool> started{false}, stopped{false};
+};
+
+}  // namespace swarm::runtime

@@ -1,0 +1,49 @@
+#include "worker/swarm/tensor_wire.h"
+
+#include <stdexcept>
+
+namespace swarm::runtime {
+
+net::DType wire_dtype(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat32: return net::DType::Float32;
+    case torch::kFloat16: return net::DType::Float16;
+    case torch::kBFloat16: return net::DType::BFloat16;
+    case torch::kInt64: return net::DType::Int64;
+    case torch::kInt32: return net::DType::Int32;
+    case torch::kUInt8: return net::DType::UInt8;
+    case torch::kFloat64: return net::DType::Float64;
+    case torch::kInt8: return net::DType::Int8;
+    default: throw std::invalid_argument(std::string("tensor dtype not sendable: ") + c10::toString(t));
+  }
+}
+
+torch::ScalarType torch_dtype(net::DType t) {
+  switch (t) {
+    case net::DType::Float32: return torch::kFloat32;
+    case net::DType::Float16: return torch::kFloat16;
+    case net::DType::BFloat16: return torch::kBFloat16;
+    case net::DType::Int64: return torch::kInt64;
+    case net::DType::Int32: return torch::kInt32;
+    case net::DType::UInt8: return torch::kUInt8;
+    case net::DType::Float64: return torch::kFloat64;
+    case net::DType::Int8: return torch::kInt8;
+  }
+  throw std::invalid_argument("unknown wire dtype");
+}
+
+net::WireTensor to_wire(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kCPU).contiguous();
+  auto holder = std::make_shared<torch::Tensor>(c);
+  std::vector<int64_t> shape(c.sizes().begin(), c.sizes().end());
+  return net::WireTensor::view(wire_dtype(c.scalar_type()), shape, c.data_ptr(), holder);
+}
+
+torch::Tensor from_wire(const net::WireTensor& w) {
+  auto owner = w.owner;
+  return torch::from_blob(
+      w.data, w.shape, [owner](void*) mutable { owner.reset(); },
+      torch::TensorOptions().dtype(torch_dtype(w.dtype)));
+}
+
+}  // namespace swarm::runtime

@@ -1,0 +1,419 @@
+#include "worker/swarm/trainer.h"
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "planner/stage_router.h"
+#include "worker/data/text_dataset.h"
+#include "worker/net/client.h"
+#include "worker/swarm/metrics.h"
+#include "worker/swarm/protocol.h"
+#include "worker/swarm/registry/registry_client.h"
+#include "worker/swarm/clock.h"
+#include "worker/swarm/tensor_wire.h"
+
+namespace swarm::runtime {
+namespace {
+
+
+struct MicrobatchLost : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
+}
+
+}  // namespace
+
+nlohmann::json TrainerReport::to_json() const {
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& [s, l] : loss_curve) curve.push_back({s, l});
+  return {{"steps", steps},
+          {"samples", samples},
+          {"microbatches", microbatches},
+          {"samples_per_second", samples_per_second},
+          {"loss_first", loss_first},
+          {"loss_last", loss_last},
+          {"loss_ema", loss_ema},
+          {"eval_loss", eval_loss},
+          {"peers_per_stage", peers_per_stage},
+          {"stage_steps", stage_steps},
+          {"requests_retried", requests_retried},
+          {"microbatches_lost", microbatches_lost},
+          {"samples_recomputed", samples_recomputed},
+          {"train_seconds", train_seconds},
+          {"finished", finished},
+          {"loss_curve", curve}};
+}
+
+struct Trainer::Impl {
+  explicit Impl(TrainerOptions o)
+      : opt(std::move(o)),
+        stages(opt.spec.pipeline.stages),
+        dataset(data::TextDataset::load(opt.spec.training.dataset.path)),
+        sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
+        stage_round(stages) {
+    if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
+    planner::RouterOptions ro;
+    ro.ema_alpha = opt.spec.trainers.routing.ema_alpha;
+    ro.backward_weight = opt.spec.trainers.routing.backward_weight;
+    ro.explore_peer_seconds = opt.spec.trainers.routing.explore_peer_seconds;
+    for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
+    for (auto& r : stage_round) r = 0;
+    peers_per_stage.assign(stages, 0);
+    client_options.connect_timeout = to_ms(opt.spec.timeouts.connect_seconds);
+  }
+
+  void refresh_peers();
+  std::shared_ptr<net::Client> client_for(const std::string& peer);
+  net::Message call(int stage, planner::Op op, int64_t samples, double timeout,
+                    const std::function<net::Message(bool failover)>& build, const std::string& preferred,
+                    std::string* used);
+  void run_microbatch(uint64_t seq);
+  double evaluate();
+  int64_t min_round() const {
+    int64_t m = INT64_MAX;
+    for (const auto& r : stage_round) m = std::min<int64_t>(m, r.load());
+    return m;
+  }
+  TrainerReport snapshot();
+  void note_round(int stage, const net::Message& reply) {
+    auto meta = parse_meta(reply);
+    int64_t r = meta_int(meta, "round", 0);
+    int64_t cur = stage_round[stage].load();
+    while (r > cur && !stage_round[stage].compare_exchange_weak(cur, r)) {
+    }
+  }
+
+  TrainerOptions opt;
+  int stages;
+  data::TextDataset dataset;
+  std::mutex sampler_mu;
+  data::BatchSampler sampler;
+  std::vector<std::unique_ptr<planner::StageRouter>> routers;
+  std::unique_ptr<registry::RegistryClient> registry;
+  std::unique_ptr<Metrics> metrics;
+  net::ClientOptions client_options;
+
+  std::mutex peers_mu;
+  std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients;  // id -> (endpoint, client)
+  std::vector<int> peers_per_stage;
+
+  std::vector<std::atomic<int64_t>> stage_round;
+  std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
+  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+
+  std::mutex loss_mu;
+  std::vector<double> first_losses, recent_losses;
+  std::vector<std::pair<int64_t, double>> curve;
+  double loss_ema = 0;
+  double train_started = 0, train_ended = 0;
+  double eval_loss = 0;
+  bool finished = false;
+};
+
+void Trainer::Impl::refresh_peers() {
+  auto workers = registry->peers("worker");
+  std::vector<std::vector<std::string>> ids(stages);
+  std::lock_guard<std::mutex> lk(peers_mu);
+  for (const auto& p : workers) {
+    if (p.stage < 0 || p.stage >= stages || p.state == "draining") continue;
+    ids[p.stage].push_back(p.peer_id);
+    const std::string endpoint = p.host + ":" + std::to_string(p.port);
+    auto it = clients.find(p.peer_id);
+    if (it == clients.end() || it->second.first != endpoint)
+      clients[p.peer_id] = {endpoint, std::make_shared<net::Client>(p.host, static_cast<uint16_t>(p.port),
+                                                                    opt.secret, client_options)};
+  }
+  const double now = now_seconds();
+  for (int s = 0; s < stages; ++s) {
+    routers[s]->set_peers(ids[s], now);
+    peers_per_stage[s] = static_cast<int>(ids[s].size());
+    metrics->set_peers(s, static_cast<double>(ids[s].size()));
+  }
+}
+
+std::shared_ptr<net::Client> Trainer::Impl::client_for(const std::string& peer) {
+  std::lock_guard<std::mutex> lk(peers_mu);
+  auto it = clients.find(peer);
+  return it == clients.end() ? nullptr : it->second.second;
+}
+
+net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, double timeout,
+                                 const std::function<net::Message(bool)>& build,
+                                 const std::string& preferred, std::string* used) {
+  const char* op_label = op == planner::Op::Forward ? "forward" : "backward";
+  std::vector<std::string> tried;
+  bool failover = false;
+  const double give_up = now_seconds() + 2 * timeout;
+  for (int attempt = 0;; ++attempt) {
+    std::optional<std::string> peer;
+    if (attempt == 0 && !preferred.empty()) peer = preferred;
+    else peer = routers[stage]->pick_peer(op, samples, now_seconds(), tried);
+    if (!peer && !tried.empty()) {
+      tried.clear();  // every peer failed once: try them again while time remains
+      peer = routers[stage]->pick_peer(op, samples, now_seconds(), tried);
+    }
+    if (now_seconds() > give_up)
+      throw MicrobatchLost("stage " + std::to_string(stage) + " " + op_label + ": no peer answered in time");
+    auto client = peer ? client_for(*peer) : nullptr;
+    if (!client) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    if (attempt > 0) {
+      retried++;
+      metrics->add_retry(stage, op_label);
+    }
+    const double t0 = now_seconds();
+    try {
+      auto reply = client->call(build(failover), to_ms(timeout));
+      const double dt = now_seconds() - t0;
+      routers[stage]->report_success(*peer, op, samples, dt, now_seconds());
+      metrics->observe_request(stage, op_label, dt, samples);
+      note_round(stage, reply);
+      if (used) *used = *peer;
+      return reply;
+    } catch (const net::RemoteError& e) {
+      // activation_missing: the peer lives but lost the forward; any peer can recompute it.
+      if (std::string(e.what()).find(kActivationMissing) == std::string::npos) {
+        spdlog::warn("stage {} {} on {} failed: {}", stage, op_label, *peer, e.what());
+        routers[stage]->report_failure(*peer, now_seconds());
+      }
+      metrics->add_failure(stage, op_label);
+    } catch (const net::NetError& e) {
+      spdlog::warn("stage {} {} on {} failed: {}", stage, op_label, *peer, e.what());
+      routers[stage]->report_failure(*peer, now_seconds());
+      metrics->add_failure(stage, op_label);
+    }
+    failover = true;
+    tried.push_back(*peer);
+  }
+}
+
+void Trainer::Impl::run_microbatch(uint64_t seq) {
+  const int64_t B = opt.spec.training.microbatch, T = opt.spec.model.sequence_length;
+  std::vector<int64_t> in, tg;
+  {
+    std::lock_guard<std::mutex> lk(sampler_mu);
+    sampler.next(B, in, tg);
+  }
+  auto tokens = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
+  auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
+  const std::string mb = opt.peer_id + "/" + std::to_string(seq);
+  const auto& to = opt.spec.timeouts;
+
+  std::vector<torch::Tensor> inputs(stages);
+  std::vector<std::string> fwd_peer(stages);
+  inputs[0] = tokens;
+  for (int s = 0; s + 1 < stages; ++s) {
+    auto reply = call(s, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
+      auto m = make_message(net::Forward, {{"mb", mb}, {"stage", s}, {"samples", B}});
+      m.tensors.push_back(to_wire(inputs[s]));
+      return m;
+    }, "", &fwd_peer[s]);
+    if (reply.tensors.size() != 1) throw MicrobatchLost("forward reply without an output tensor");
+    inputs[s + 1] = from_wire(reply.tensors[0]);
+  }
+  const int last = stages - 1;
+  auto reply = call(last, planner::Op::Forward, B, to.forward_seconds + to.backward_seconds, [&](bool) {
+    auto m = make_message(net::ForwardBackward, {{"mb", mb}, {"stage", last}, {"samples", B}});
+    m.tensors.push_back(to_wire(inputs[last]));
+    m.tensors.push_back(to_wire(targets));
+    return m;
+  }, "", nullptr);
+  const double loss = meta_double(parse_meta(reply), "loss");
+  if (reply.tensors.size() != 1) throw MicrobatchLost("forward_backward reply without a gradient");
+  auto grad = from_wire(reply.tensors[0]);
+  for (int s = last - 1; s >= 0; --s) {
+    auto r = call(s, planner::Op::Backward, B, to.backward_seconds, [&](bool failover) {
+      auto m = make_message(net::Backward, {{"mb", mb}, {"stage", s}, {"samples", B}, {"recompute", failover}});
+      m.tensors.push_back(to_wire(grad));
+      if (failover) m.tensors.push_back(to_wire(inputs[s]));
+      return m;
+    }, fwd_peer[s], nullptr);
+    if (meta_bool(parse_meta(r), "recomputed", false)) recomputed += B;
+    if (s > 0) {
+      if (r.tensors.size() != 1) throw MicrobatchLost("backward reply without a gradient");
+      grad = from_wire(r.tensors[0]);
+    }
+  }
+  const int64_t done = samples += B;
+  microbatches++;
+  metrics->set_loss(loss);
+  std::lock_guard<std::mutex> lk(loss_mu);
+  const size_t per_batch = static_cast<size_t>(opt.spec.training.global_batch / B);
+  if (first_losses.size() < per_batch) first_losses.push_back(loss);
+  recent_losses.push_back(loss);
+  if (recent_losses.size() > per_batch) recent_losses.erase(recent_losses.begin());
+  loss_ema = curve.empty() ? loss : 0.9 * loss_ema + 0.1 * loss;
+  if (curve.size() < 4096) curve.emplace_back(done, loss);
+}
+
+double Trainer::Impl::evaluate() {
+  const int64_t B = opt.spec.training.microbatch;
+  const auto& to = opt.spec.timeouts;
+  double total = 0;
+  int n = 0;
+  for (int i = 0; i < opt.eval_batches; ++i) {
+    std::vector<int64_t> in, tg;
+    sampler.validation_batch(B, i, in, tg);
+    const int64_t T = static_cast<int64_t>(in.size()) / B;
+    torch::Tensor x = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
+    auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
+    const std::string mb = opt.peer_id + "/eval" + std::to_string(i);
+    for (int s = 0; s + 1 < stages; ++s) {
+      auto reply = call(s, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
+        auto m = make_message(net::Forward, {{"mb", mb}, {"stage", s}, {"samples", B}, {"eval", true}});
+        m.tensors.push_back(to_wire(x));
+        return m;
+      }, "", nullptr);
+      x = from_wire(reply.tensors.at(0));
+    }
+    auto reply = call(stages - 1, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
+      auto m = make_message(net::ForwardBackward, {{"mb", mb}, {"stage", stages - 1}, {"samples", B}, {"eval", true}});
+      m.tensors.push_back(to_wire(x));
+      m.tensors.push_back(to_wire(targets));
+      return m;
+    }, "", nullptr);
+    total += meta_double(parse_meta(reply), "loss");
+    ++n;
+  }
+  return n ? total / n : 0;
+}
+
+TrainerReport Trainer::Impl::snapshot() {
+  TrainerReport r;
+  r.samples = samples;
+  r.microbatches = microbatches;
+  r.requests_retried = retried;
+  r.microbatches_lost = lost;
+  r.samples_recomputed = recomputed;
+  for (const auto& s : stage_round) r.stage_steps.push_back(s.load());
+  r.steps = *std::min_element(r.stage_steps.begin(), r.stage_steps.end());
+  {
+    std::lock_guard<std::mutex> lk(peers_mu);
+    r.peers_per_stage = peers_per_stage;
+  }
+  std::lock_guard<std::mutex> lk(loss_mu);
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  };
+  r.loss_first = mean(first_losses);
+  r.loss_last = mean(recent_losses);
+  r.loss_ema = loss_ema;
+  r.eval_loss = eval_loss;
+  const double end = train_ended > 0 ? train_ended : now_seconds();
+  r.train_seconds = train_started > 0 ? end - train_started : 0;
+  r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0;
+  r.finished = finished;
+  const size_t stride = std::max<size_t>(1, curve.size() / 256);
+  for (size_t i = 0; i < curve.size(); i += stride) r.loss_curve.push_back(curve[i]);
+  return r;
+}
+
+Trainer::Trainer(TrainerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Trainer::~Trainer() = default;
+
+TrainerReport Trainer::run(const std::atomic<bool>& stop) {
+  auto& I = *impl_;
+  I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url, to_ms(I.opt.spec.timeouts.connect_seconds));
+  I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "trainer", I.opt.peer_id);
+  std::atomic<bool> done{false};
+  std::mutex bg_mu;
+  std::condition_variable bg_cv;
+
+  // Discovery and the progress report run beside the training loop.
+  std::thread background([&] {
+    double last_report = 0;
+    while (!done) {
+      try {
+        I.refresh_peers();
+      } catch (const std::exception& e) {
+        spdlog::warn("trainer {}: discovery failed: {}", I.opt.peer_id, e.what());
+      }
+      if (!I.opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
+        try {
+          write_atomically(I.opt.report_path, I.snapshot().to_json().dump());
+        } catch (const std::exception& e) {
+          spdlog::warn("trainer {}: {}", I.opt.peer_id, e.what());
+        }
+        last_report = now_seconds();
+      }
+      std::unique_lock<std::mutex> lk(bg_mu);
+      bg_cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return done.load(); });
+    }
+  });
+  auto finish = [&] {
+    done = true;
+    bg_cv.notify_all();
+    if (background.joinable()) background.join();
+  };
+
+  const double wait_until = now_seconds() + I.opt.wait_for_peers_seconds;
+  while (true) {
+    bool all = true;
+    {
+      std::lock_guard<std::mutex> lk(I.peers_mu);
+      for (int n : I.peers_per_stage) all = all && n > 0;
+    }
+    if (all) break;
+    if (stop || now_seconds() > wait_until) {
+      finish();
+      throw std::runtime_error("trainer: not every stage has a live worker after " +
+                               std::to_string(I.opt.wait_for_peers_seconds) + " s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  I.train_started = now_seconds();
+  const double deadline = I.opt.max_seconds > 0 ? I.train_started + I.opt.max_seconds : 0;
+  std::atomic<uint64_t> seq{0};
+  auto keep_going = [&] {
+    return !stop && I.min_round() < I.opt.max_steps && (deadline == 0 || now_seconds() < deadline);
+  };
+  std::vector<std::thread> lanes;
+  for (int i = 0; i < I.opt.spec.trainers.inflight_microbatches; ++i) {
+    lanes.emplace_back([&] {
+      while (keep_going()) {
+        try {
+          I.run_microbatch(seq++);
+        } catch (const std::exception& e) {
+          I.lost++;
+          spdlog::warn("trainer {}: microbatch lost: {}", I.opt.peer_id, e.what());
+        }
+      }
+    });
+  }
+  for (auto& t : lanes) t.join();
+  I.train_ended = now_seconds();
+  I.finished = I.min_round() >= I.opt.max_steps;
+  if (!stop) {
+    try {
+      I.eval_loss = I.evaluate();
+    } catch (const std::exception& e) {
+      spdlog::warn("trainer {}: evaluation failed: {}", I.opt.peer_id, e.what());
+    }
+  }
+  finish();
+  auto report = I.snapshot();
+  if (!I.opt.report_path.empty()) write_atomically(I.opt.report_path, report.to_json().dump());
+  return report;
+}
+
+}  // namespace swarm::runtime

@@ -1,0 +1,67 @@
+// A trainer: reads text, makes microbatches and sends each through one peer per stage, chosen by
+// stochastic wiring (planner::StageRouter). Keeps `inflightMicrobatches` microbatches in the
+// pipeline; retries a failed or timed-out request on another peer of the same stage; keeps each
+// stage's input so a backward can be recomputed by any peer when the forward's peer is gone.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/job_spec.h"
+
+namespace swarm::runtime {
+
+struct TrainerOptions {
+  JobSpec spec;
+  int index = 0;                 // selects this trainer's data stream
+  std::string peer_id;
+  std::string registry_url;
+  std::string secret;
+  std::string report_path;       // JSON progress report, rewritten every second; "" = none
+  int64_t max_steps = 0;         // 0 = spec.training.maxSteps
+  double max_seconds = 0;        // 0 = no limit
+  std::string metrics_bind = "127.0.0.1:0";
+  int eval_batches = 8;          // validation microbatches evaluated at the end
+  double wait_for_peers_seconds = 120;
+};
+
+struct TrainerReport {
+  int64_t steps = 0;              // optimizer steps every stage has taken
+  int64_t samples = 0;            // samples whose forward and backward completed
+  int64_t microbatches = 0;
+  double samples_per_second = 0;  // over the training loop (start-up excluded)
+  double loss_first = 0;          // mean training loss of the first global batch
+  double loss_last = 0;           // mean training loss of the last global batch
+  double loss_ema = 0;
+  double eval_loss = 0;           // mean loss on fixed validation batches after training
+  std::vector<int> peers_per_stage;
+  std::vector<int64_t> stage_steps;
+  int64_t requests_retried = 0;
+  int64_t microbatches_lost = 0;
+  int64_t samples_recomputed = 0;
+  double train_seconds = 0;
+  bool finished = false;
+  std::vector<std::pair<int64_t, double>> loss_curve;  // (samples so far, microbatch loss), thinned
+
+  nlohmann::json to_json() const;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerOptions options);
+  ~Trainer();
+  // Trains until every stage took max_steps steps, max_seconds passed, or `stop` turns true.
+  TrainerReport run(const std::atomic<bool>& stop);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace swarm::runtime
