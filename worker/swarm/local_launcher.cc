@@ -272,6 +272,13 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     if (o.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o.max_seconds)});
     start({"trainer " + id, "trainer", -1, -1, id + ".log"}, args);
   }
+  {
+    // Which process is which, for operators of the run (and tests that kill one on purpose).
+    nlohmann::json procs = nlohmann::json::array();
+    for (const auto& c : children)
+      procs.push_back({{"name", c.name}, {"role", c.role}, {"stage", c.stage}, {"pid", c.pid}, {"log", c.log}});
+    std::ofstream(dir + "/processes.json") << procs.dump(2) << "\n";
+  }
   std::printf("swarm local: %s, %lld stages x %lld workers, %lld trainer(s), %d torch thread(s) per worker; logs in %s\n",
               spec.name.c_str(), static_cast<long long>(spec.pipeline.stages),
               static_cast<long long>(spec.workers.per_stage), static_cast<long long>(spec.trainers.count), threads,

@@ -202,7 +202,10 @@ net::Message StageServer::Impl::do_forward(Task& task) {
     if (opt.stage > 0) input = input.detach().requires_grad_(true);
     out = model->forward(input);
     std::lock_guard<std::mutex> lk(mu);
-    activations[meta_string(task.meta, "mb")] = Activation{input, out, samples, round.load(), now_seconds()};
+    // A repeated microbatch id replaces the older activations (a trainer retried the forward).
+    auto& slot = activations[meta_string(task.meta, "mb")];
+    samples_outstanding += samples - slot.samples;
+    slot = Activation{input, out, samples, round.load(), now_seconds()};
   }
   auto reply = make_message(net::ForwardReply, {{"round", round.load()}});
   reply.tensors.push_back(to_wire(out));
@@ -331,9 +334,7 @@ std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
     if (closing_since == 0) closing_since = now_seconds();
     return nullptr;
   }
-  auto t = take([](const Task&) { return true; });
-  if (t && t->request.type == net::Forward) samples_outstanding += meta_int(t->meta, "samples");
-  return t;
+  return take([](const Task&) { return true; });
 }
 
 void StageServer::Impl::expire_activations_locked(double now, bool force_all) {

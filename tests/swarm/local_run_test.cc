@@ -1,0 +1,195 @@
+// End-to-end: `build/bin/swarm local` as a user runs it — separate processes on loopback.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSwarm = std::string(SWARM_BINARY_DIR) + "/bin/swarm";
+
+std::string fresh_dir(const std::string& name) {
+  auto d = fs::temp_directory_path() / ("swarm-test-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return nullptr;
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_discarded() ? nullptr : j;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Starts `swarm args...` with output to `log`; returns its pid.
+pid_t start(const std::vector<std::string>& args, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(1, 2);
+    std::vector<char*> argv{const_cast<char*>(kSwarm.c_str())};
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(kSwarm.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `seconds`; returns its exit code (128+signal), or -1 on timeout (killed).
+int wait_exit(pid_t pid, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+int run(const std::vector<std::string>& args, const std::string& log, double seconds) {
+  return wait_exit(start(args, log), seconds);
+}
+
+std::string write_job(const std::string& dir, const std::string& spec_body) {
+  const std::string path = dir + "/job.yaml";
+  std::ofstream(path) << "apiVersion: swarm-operator.io/v1alpha1\nkind: SwarmJob\nmetadata: {name: e2e}\nspec:\n"
+                      << spec_body;
+  return path;
+}
+
+// Waits until the trainer's report shows at least `steps` steps.
+bool wait_for_steps(const std::string& report, int64_t steps, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = read_json(report);
+    if (r.is_object() && r.value("steps", int64_t{0}) >= steps) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+pid_t pid_of(const std::string& dir, const std::string& name) {
+  auto procs = read_json(dir + "/processes.json");
+  for (const auto& p : procs)
+    if (p.value("name", "") == name) return p.value("pid", -1);
+  return -1;
+}
+
+TEST(LocalRun, ThirtySecondRunOfTheDefaultJobLowersTheLoss) {
+  const auto dir = fresh_dir("30s");
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", std::string(SWARM_SOURCE_DIR) + "/examples/tiny-lm.yaml", "--max-seconds", "30",
+                      "--summary", summary, "--log-dir", dir + "/logs", "--no-progress"},
+                     dir + "/out.log", 240);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["mode"], "swarm");
+  EXPECT_GT(s["samples"].get<int64_t>(), 0);
+  EXPECT_GT(s["steps"].get<int64_t>(), 2);
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({1, 1}));
+  EXPECT_LT(s["loss_last"].get<double>(), 0.85 * s["loss_first"].get<double>()) << s.dump();
+  EXPECT_LT(s["eval_loss"].get<double>(), s["loss_first"].get<double>());
+  for (const char* k : {"samples_per_second", "requests_retried", "wall_seconds", "loss_first"})
+    EXPECT_TRUE(s.contains(k)) << k;
+}
+
+TEST(LocalRun, KillNineOfAWorkerMidRunLosesNoMicrobatchAndNoStep) {
+  const auto dir = fresh_dir("kill");
+  const auto job = write_job(dir, R"(
+  model: {hiddenSize: 64, numHeads: 4, layersPerStage: 1, sequenceLength: 64}
+  pipeline: {stages: 2}
+  training: {globalBatch: 32, microbatch: 4, maxSteps: 40}
+  workers: {perStage: 2, threads: 1}
+  trainers: {inflightMicrobatches: 4}
+  timeouts: {heartbeatSeconds: 0.3, peerExpirySeconds: 1.5, forwardSeconds: 10, backwardSeconds: 10, averagingSeconds: 10}
+)");
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 3, 120)) << read_text(dir + "/out.log");
+  const pid_t victim = pid_of(logs, "worker stage0-w1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int rc = wait_exit(launcher, 240);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(s["steps"].get<int64_t>(), 40);
+  EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
+  EXPECT_GE(s["requests_retried"].get<int64_t>(), 1) << "the dead peer was never tried";
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({1, 2}));
+  // The surviving peer of stage 0 kept averaging with the group it had: never stepped alone.
+  EXPECT_EQ(read_text(logs + "/stage0-w0.log").find("stepped without averaging"), std::string::npos);
+}
+
+TEST(LocalRun, InterruptStopsEveryChildProcess) {
+  const auto dir = fresh_dir("sigint");
+  const auto job = write_job(dir, R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 16}
+  training: {globalBatch: 8, microbatch: 4, maxSteps: 100000}
+)");
+  const std::string logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 2, 120)) << read_text(dir + "/out.log");
+  auto procs = read_json(logs + "/processes.json");
+  ASSERT_EQ(procs.size(), 4u);  // registry, two workers, one trainer
+  ::kill(launcher, SIGINT);
+  EXPECT_EQ(wait_exit(launcher, 60), 130);
+  for (const auto& p : procs) {
+    const pid_t pid = p["pid"].get<pid_t>();
+    EXPECT_NE(::kill(pid, 0), 0) << p["name"] << " is still running";
+  }
+}
+
+TEST(LocalRun, InvalidJobIsRefusedNamingTheField) {
+  const auto dir = fresh_dir("invalid");
+  const auto job = write_job(dir, "  pipeline: {stages: 0}\n  training: {microbatch: 8, globalBatch: 12}\n");
+  const int rc = run({"local", job, "--no-progress"}, dir + "/out.log", 30);
+  EXPECT_EQ(rc, 2);
+  const auto out = read_text(dir + "/out.log");
+  EXPECT_NE(out.find("spec.pipeline.stages: must be >= 2, got 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("spec.training.globalBatch"), std::string::npos) << out;
+}
+
+TEST(LocalRun, SingleProcessBaselineWritesTheSameSummary) {
+  const auto dir = fresh_dir("baseline");
+  const auto job = write_job(dir, R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 16}
+  training: {globalBatch: 8, microbatch: 4, maxSteps: 5, schedule: {warmupSteps: 1}}
+)");
+  const std::string summary = dir + "/summary.json";
+  ASSERT_EQ(run({"local", job, "--baseline", "single-process", "--summary", summary, "--no-progress"},
+                dir + "/out.log", 120),
+            0)
+      << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_EQ(s["mode"], "single-process");
+  EXPECT_EQ(s["steps"], 5);
+  EXPECT_EQ(s["samples"], 40);
+  EXPECT_GT(s["eval_loss"].get<double>(), 0);
+}
+
+}  // namespace

@@ -1,0 +1,67 @@
+// Shared set-up of the data-plane tests: a tiny job, a registry on loopback, workers in-process.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "worker/swarm/registry/registry_server.h"
+#include "worker/swarm/stage_server.h"
+
+namespace swarm::testing {
+
+inline constexpr const char* kSecret = "test-secret-0123456789";
+
+// A job small enough to train in seconds on 2 cores.
+inline JobSpec tiny_job(int stages = 2, int64_t max_steps = 4) {
+  auto spec = parse_job_spec(R"(
+apiVersion: swarm-operator.io/v1alpha1
+kind: SwarmJob
+metadata: {name: tiny-test}
+spec:
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 16}
+  training:
+    globalBatch: 16
+    microbatch: 4
+    maxSteps: 4
+    schedule: {kind: constant, warmupSteps: 0}
+  trainers: {inflightMicrobatches: 3}
+  timeouts: {forwardSeconds: 10, backwardSeconds: 10, averagingSeconds: 10, heartbeatSeconds: 0.2, peerExpirySeconds: 1}
+)");
+  spec.pipeline.stages = stages;
+  spec.training.max_steps = max_steps;
+  return spec;
+}
+
+struct LocalSwarm {
+  explicit LocalSwarm(JobSpec s, int per_stage) : spec(std::move(s)) {
+    registry::RegistryOptions ro;
+    ro.peer_expiry_seconds = spec.timeouts.peer_expiry_seconds;
+    registry = std::make_unique<registry::RegistryServer>("127.0.0.1", 0, ro);
+    registry->start();
+    for (int st = 0; st < spec.pipeline.stages; ++st)
+      for (int i = 0; i < per_stage; ++i) add_worker(st, i);
+  }
+  runtime::StageServer& add_worker(int stage, int i) {
+    runtime::WorkerOptions o;
+    o.spec = spec;
+    o.stage = stage;
+    o.peer_id = "stage" + std::to_string(stage) + "-w" + std::to_string(i);
+    o.registry_url = registry->url();
+    o.secret = kSecret;
+    o.threads = 1;
+    workers.push_back(std::make_unique<runtime::StageServer>(o));
+    workers.back()->start();
+    return *workers.back();
+  }
+  ~LocalSwarm() {
+    for (auto& w : workers) w->stop();
+    registry->stop();
+  }
+  JobSpec spec;
+  std::unique_ptr<registry::RegistryServer> registry;
+  std::vector<std::unique_ptr<runtime::StageServer>> workers;
+};
+
+}  // namespace swarm::testing
