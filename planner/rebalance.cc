@@ -1,0 +1,288 @@
+#include "planner/rebalance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+namespace swarm::planner {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kRelTol = 1e-9;  // values this close (relatively) tie
+
+// -1, 0, +1 with a relative tolerance; infinities compare exactly.
+int cmp(double a, double b) {
+  if (a == b) return 0;
+  if (std::isinf(a) || std::isinf(b)) return a < b ? -1 : 1;
+  if (std::fabs(a - b) <= kRelTol * std::max(std::fabs(a), std::fabs(b))) return 0;
+  return a < b ? -1 : 1;
+}
+
+bool known(double samples_per_second) {
+  return std::isfinite(samples_per_second) && samples_per_second > 0;
+}
+
+double clean_queue(double q) { return std::isfinite(q) && q > 0 ? q : 0; }
+
+double throughput_of(const PeerLoad& p, double fallback) {
+  return known(p.samples_per_second) ? p.samples_per_second : fallback;
+}
+
+bool in_range(int stage, int num_stages) { return stage >= 0 && stage < num_stages; }
+
+// Stable across platforms and runs (std::hash is not): FNV-1a over "a\0b", then the splitmix64
+// finalizer so that ids differing only in their last characters spread over the whole range.
+uint64_t pair_hash(const std::string& a, const std::string& b) {
+  uint64_t h = 14695981039346656037ull;
+  auto feed = [&h](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  for (char c : a) feed(static_cast<unsigned char>(c));
+  feed(0);
+  for (char c : b) feed(static_cast<unsigned char>(c));
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+// Stable selection sort by `better`. Used instead of std::sort because a comparator with a
+// tolerance is not a strict weak ordering; the inputs are tiny (stages, peers of one stage).
+template <class T, class Better>
+void order_by(std::vector<T>& v, Better better) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    size_t best = i;
+    for (size_t j = i + 1; j < v.size(); ++j) {
+      if (better(v[j], v[best])) best = j;
+    }
+    std::rotate(v.begin() + i, v.begin() + best, v.begin() + best + 1);
+  }
+}
+
+// Rebalancing target: most loaded; ties -> lower throughput, fewer peers, lower index.
+bool more_loaded_target(const StageLoad& a, const StageLoad& b) {
+  if (int c = cmp(a.load, b.load)) return c > 0;
+  if (int c = cmp(a.throughput, b.throughput)) return c < 0;
+  if (a.peers != b.peers) return a.peers < b.peers;
+  return a.stage < b.stage;
+}
+
+// Rebalancing source: least loaded; ties -> higher throughput, more peers, lower index.
+bool less_loaded_source(const StageLoad& a, const StageLoad& b) {
+  if (int c = cmp(a.load, b.load)) return c < 0;
+  if (int c = cmp(a.throughput, b.throughput)) return c > 0;
+  if (a.peers != b.peers) return a.peers > b.peers;
+  return a.stage < b.stage;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+}  // namespace
+
+double unknown_throughput_estimate(const std::vector<PeerLoad>& peers) {
+  std::vector<double> speeds;
+  speeds.reserve(peers.size());
+  for (const auto& p : peers) {
+    if (known(p.samples_per_second)) speeds.push_back(p.samples_per_second);
+  }
+  if (speeds.empty()) return 1.0;
+  std::sort(speeds.begin(), speeds.end());
+  const size_t mid = speeds.size() / 2;
+  return speeds.size() % 2 == 1 ? speeds[mid] : (speeds[mid - 1] + speeds[mid]) / 2;
+}
+
+std::vector<StageLoad> stage_loads(const std::vector<PeerLoad>& peers, int num_stages,
+                                   const RebalanceOptions& /*options*/) {
+  std::vector<StageLoad> loads(static_cast<size_t>(std::max(num_stages, 0)));
+  for (size_t s = 0; s < loads.size(); ++s) loads[s].stage = static_cast<int>(s);
+  const double fallback = unknown_throughput_estimate(peers);
+  for (const auto& p : peers) {
+    if (!in_range(p.stage, num_stages)) continue;
+    StageLoad& l = loads[static_cast<size_t>(p.stage)];
+    l.peers += 1;
+    l.throughput += throughput_of(p, fallback);
+    l.queue += clean_queue(p.queue_length);
+  }
+  for (auto& l : loads) l.load = l.peers == 0 ? kInf : l.queue / l.throughput;
+  return loads;
+}
+
+double bottleneck_throughput(const std::vector<StageLoad>& loads) {
+  if (loads.empty()) return 0;
+  double b = kInf;
+  for (const auto& l : loads) b = std::min(b, l.peers == 0 ? 0.0 : l.throughput);
+  return b;
+}
+
+int choose_stage_for_joiner(const std::vector<PeerLoad>& peers, int num_stages,
+                            const RebalanceOptions& options) {
+  if (num_stages <= 0) return -1;
+  const auto loads = stage_loads(peers, num_stages, options);
+  size_t best = 0;
+  for (size_t s = 1; s < loads.size(); ++s) {
+    const int c = cmp(loads[s].load, loads[best].load);
+    if (c > 0 || (c == 0 && loads[s].peers < loads[best].peers)) best = s;  // index: first wins
+  }
+  return static_cast<int>(best);
+}
+
+std::optional<std::string> choose_donor(const std::vector<PeerLoad>& peers_of_stage,
+                                        const std::string& joiner_id,
+                                        const std::map<std::string, int>& donations_in_progress) {
+  const double fallback = unknown_throughput_estimate(peers_of_stage);
+  struct Cand {
+    const PeerLoad* peer;
+    int donations;
+    double load;
+    uint64_t hash;
+  };
+  std::optional<Cand> best;
+  for (const auto& p : peers_of_stage) {
+    if (p.joining || p.peer_id == joiner_id) continue;
+    const auto it = donations_in_progress.find(p.peer_id);
+    Cand c{&p, it == donations_in_progress.end() ? 0 : std::max(it->second, 0),
+           clean_queue(p.queue_length) / throughput_of(p, fallback),
+           pair_hash(joiner_id, p.peer_id)};
+    bool better = !best;
+    if (best) {
+      if (c.donations != best->donations) {
+        better = c.donations < best->donations;
+      } else if (int lc = cmp(c.load, best->load)) {
+        better = lc < 0;
+      } else if (c.hash != best->hash) {
+        better = c.hash < best->hash;
+      } else {
+        better = c.peer->peer_id < best->peer->peer_id;
+      }
+    }
+    if (better) best = c;
+  }
+  if (!best) return std::nullopt;
+  return best->peer->peer_id;
+}
+
+std::vector<int> initial_assignment(int num_workers, int num_stages) {
+  std::vector<int> out;
+  if (num_workers <= 0 || num_stages <= 0) return out;
+  out.reserve(static_cast<size_t>(num_workers));
+  for (int i = 0; i < num_workers; ++i) out.push_back(i % num_stages);
+  return out;
+}
+
+Rebalancer::Rebalancer(RebalanceOptions options) : options_(options) {
+  if (!(options_.period_seconds >= 0) || !(options_.cooldown_seconds >= 0)) {
+    throw std::invalid_argument("Rebalancer: period_seconds and cooldown_seconds must be >= 0");
+  }
+  if (options_.min_peers_per_stage < 1) {
+    throw std::invalid_argument("Rebalancer: min_peers_per_stage must be >= 1");
+  }
+  if (!(options_.min_gain >= 0)) {
+    throw std::invalid_argument("Rebalancer: min_gain must be >= 0");
+  }
+}
+
+bool Rebalancer::in_cooldown(const std::string& peer_id, double now) const {
+  const auto it = moved_at_.find(peer_id);
+  return it != moved_at_.end() && now - it->second < options_.cooldown_seconds;
+}
+
+void Rebalancer::record_move(const Move& move, double now) { moved_at_[move.peer_id] = now; }
+
+std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num_stages,
+                                     double now) {
+  if (num_stages < 2) return std::nullopt;
+  if (last_move_at_ && now - *last_move_at_ < options_.period_seconds) return std::nullopt;
+  for (auto it = moved_at_.begin(); it != moved_at_.end();) {  // forget expired cooldowns
+    it = now - it->second >= options_.cooldown_seconds ? moved_at_.erase(it) : std::next(it);
+  }
+
+  const double fallback = unknown_throughput_estimate(peers);
+  const std::vector<StageLoad> loads = stage_loads(peers, num_stages, options_);
+  size_t t = 0;
+  for (size_t s = 1; s < loads.size(); ++s) {
+    if (more_loaded_target(loads[s], loads[t])) t = s;
+  }
+  const StageLoad& target = loads[t];
+  const bool target_empty = target.peers == 0;
+  // An empty stage stops the pipeline: filling it overrides the minimum, never emptying a source.
+  const int keep = target_empty ? 1 : options_.min_peers_per_stage;
+
+  std::vector<int> serving(loads.size(), 0);  // non-joining peers per stage
+  for (const auto& p : peers) {
+    if (in_range(p.stage, num_stages) && !p.joining) serving[static_cast<size_t>(p.stage)] += 1;
+  }
+  std::vector<StageLoad> sources;
+  for (const auto& l : loads) {
+    if (l.stage == target.stage) continue;
+    if (l.peers - 1 < keep || serving[static_cast<size_t>(l.stage)] < 2) continue;
+    sources.push_back(l);
+  }
+  order_by(sources, less_loaded_source);
+
+  const double required = (1 + options_.min_gain) * target.throughput;
+  struct Cand {
+    const PeerLoad* peer;
+    double speed;
+    double load;
+    double pair;  // min(source after, target after)
+  };
+  for (const StageLoad& src : sources) {
+    std::vector<Cand> cands;
+    for (const auto& p : peers) {
+      if (p.stage != src.stage || p.joining || in_cooldown(p.peer_id, now)) continue;
+      const double v = throughput_of(p, fallback);
+      cands.push_back({&p, v, clean_queue(p.queue_length) / v,
+                       std::min(src.throughput - v, target.throughput + v)});
+    }
+    order_by(cands, [](const Cand& a, const Cand& b) {
+      if (int c = cmp(a.load, b.load)) return c < 0;
+      if (int c = cmp(a.pair, b.pair)) return c > 0;
+      return a.peer->peer_id < b.peer->peer_id;
+    });
+    for (const Cand& c : cands) {
+      const bool ok =
+          target_empty || (cmp(c.pair, target.throughput) > 0 && cmp(c.pair, required) >= 0);
+      if (!ok) continue;
+      std::vector<StageLoad> after = loads;
+      after[static_cast<size_t>(src.stage)].peers -= 1;
+      after[static_cast<size_t>(src.stage)].throughput -= c.speed;
+      after[t].peers += 1;
+      after[t].throughput += c.speed;
+      Move m;
+      m.peer_id = c.peer->peer_id;
+      m.from_stage = src.stage;
+      m.to_stage = target.stage;
+      m.bottleneck_before = bottleneck_throughput(loads);
+      m.bottleneck_after = bottleneck_throughput(after);
+      const std::string who = "peer " + m.peer_id + " (" + num(c.speed) + " samples/s) from stage " +
+                              std::to_string(src.stage) + " (" + num(src.throughput) + " -> " +
+                              num(src.throughput - c.speed) + " samples/s)";
+      if (target_empty) {
+        m.reason = "stage " + std::to_string(target.stage) +
+                   " has no peers and stops the pipeline; moving " + who;
+      } else {
+        m.reason = "stage " + std::to_string(target.stage) + " is the most loaded (load " +
+                   num(target.load) + ", " + num(target.throughput) + " samples/s); moving " +
+                   who + " raises the slower of the two stages from " + num(target.throughput) +
+                   " to " + num(c.pair) + " samples/s (+" +
+                   num(100 * (c.pair / target.throughput - 1)) + "%, min_gain " +
+                   num(100 * options_.min_gain) + "%)";
+      }
+      last_move_at_ = now;
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace swarm::planner
