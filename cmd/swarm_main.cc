@@ -67,6 +67,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"single-process"}));
   cmd_local->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
   cmd_local->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
+  cmd_local->add_option("--preempt-every", local.preempt_every, "kill a random worker every DURATION seconds")
+      ->check(CLI::PositiveNumber);
+  cmd_local->add_option("--preempt-notice", local.preempt_notice,
+                        "send SIGTERM first and wait this long before SIGKILL (graceful hand-off)")
+      ->check(CLI::PositiveNumber);
+  cmd_local->add_option("--respawn-after", local.respawn_after, "start a replacement worker this long after each preemption")
+      ->check(CLI::PositiveNumber);
+  cmd_local->add_option("--seed", local.seed, "seed of the preemption schedule (default spec.training.seed)")
+      ->check(CLI::NonNegativeNumber);
   bool no_progress = false;
   cmd_local->add_flag("--no-progress", no_progress, "do not print the live progress line");
 
@@ -75,13 +84,20 @@ int main(int argc, char** argv) {
   std::string worker_job;
   auto* cmd_worker = app.add_subcommand("worker", "serve one pipeline stage");
   cmd_worker->add_option("--job", worker_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
-  cmd_worker->add_option("--stage", worker.stage, "stage index")->required();
+  std::string worker_stage = "auto";
+  double drain_seconds = 30;
+  cmd_worker->add_option("--stage", worker_stage, "stage index, or auto: join the most loaded stage")
+      ->capture_default_str();
+  cmd_worker->add_option("--drain-seconds", drain_seconds,
+                         "on SIGTERM: time to finish owed work and hand off gradients")->capture_default_str();
   cmd_worker->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
   cmd_worker->add_option("--registry", worker.registry_url, "registry URL, http://host:port")->required();
   cmd_worker->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
   cmd_worker->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
   cmd_worker->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
   cmd_worker->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
+  std::string checkpoint_dir;
+  cmd_worker->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
 
   // swarm trainer
   swarm::runtime::TrainerOptions trainer;
@@ -105,6 +121,9 @@ int main(int argc, char** argv) {
   cmd_registry->add_option("--port", reg_port, "port")->capture_default_str();
   cmd_registry->add_option("--peer-expiry", reg_options.peer_expiry_seconds, "seconds before a silent peer is dropped")
       ->capture_default_str();
+  std::string reg_job;
+  cmd_registry->add_option("--job", reg_job, "SwarmJob YAML file: enables rebalancing per spec.rebalancing")
+      ->check(CLI::ExistingFile);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -120,10 +139,23 @@ int main(int argc, char** argv) {
     if (*cmd_worker) {
       worker.spec = swarm::load_job_spec(worker_job);
       worker.secret = swarm::resolve_secret(worker.spec.secret);
+      if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
+      if (worker_stage == "auto") {
+        worker.stage = -1;
+      } else {
+        try {
+          size_t used = 0;
+          worker.stage = std::stoi(worker_stage, &used);
+          if (used != worker_stage.size()) throw std::invalid_argument(worker_stage);
+        } catch (const std::exception&) {
+          throw std::invalid_argument("--stage: expected auto or a stage index, got \"" + worker_stage + "\"");
+        }
+      }
       swarm::runtime::StageServer server(worker);
       server.start();
       wait_for_stop();
-      spdlog::info("worker {}: stopping", worker.peer_id);
+      spdlog::info("worker {}: draining (up to {} s)", worker.peer_id, drain_seconds);
+      server.drain(drain_seconds);
       server.stop();
       return 0;
     }
@@ -138,6 +170,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*cmd_registry) {
+      if (!reg_job.empty()) {
+        const auto spec = swarm::load_job_spec(reg_job);
+        reg_options.num_stages = static_cast<int>(spec.pipeline.stages);
+        if (spec.rebalancing.enabled) {
+          swarm::planner::RebalanceOptions ro;
+          ro.period_seconds = spec.rebalancing.period_seconds;
+          ro.min_peers_per_stage = static_cast<int>(spec.rebalancing.min_peers_per_stage);
+          ro.min_gain = spec.rebalancing.min_gain;
+          ro.cooldown_seconds = spec.rebalancing.cooldown_seconds;
+          reg_options.rebalance = ro;
+        }
+      }
       swarm::registry::RegistryServer server(reg_host, reg_port, reg_options);
       server.start();
       spdlog::info("registry listening on {}", server.url());

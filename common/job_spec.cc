@@ -139,11 +139,18 @@ bool operator==(const SecretSpec& a, const SecretSpec& b) {
   return std::tie(a.env, a.secret_ref_name, a.secret_ref_key) ==
          std::tie(b.env, b.secret_ref_name, b.secret_ref_key);
 }
+bool operator==(const RebalancingSpec& a, const RebalancingSpec& b) {
+  return std::tie(a.enabled, a.period_seconds, a.min_peers_per_stage, a.min_gain, a.cooldown_seconds) ==
+         std::tie(b.enabled, b.period_seconds, b.min_peers_per_stage, b.min_gain, b.cooldown_seconds);
+}
+bool operator==(const CheckpointSpec& a, const CheckpointSpec& b) {
+  return std::tie(a.path, a.every_steps, a.keep) == std::tie(b.path, b.every_steps, b.keep);
+}
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return std::tie(a.api_version, a.kind, a.name, a.namespace_, a.model, a.pipeline, a.training,
-                  a.workers, a.trainers, a.timeouts, a.secret) ==
+                  a.workers, a.trainers, a.timeouts, a.secret, a.rebalancing, a.checkpoint) ==
          std::tie(b.api_version, b.kind, b.name, b.namespace_, b.model, b.pipeline, b.training,
-                  b.workers, b.trainers, b.timeouts, b.secret);
+                  b.workers, b.trainers, b.timeouts, b.secret, b.rebalancing, b.checkpoint);
 }
 
 std::vector<std::string> validate_job_spec(const JobSpec& spec) {

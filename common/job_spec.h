@@ -150,6 +150,27 @@ struct SecretSpec {
 };
 
 // The whole SwarmJob document.
+// spec.rebalancing: adaptive rebalancing (planner/rebalance.h). Every periodSeconds, the
+// least-loaded peer of the least-loaded stage moves to the most-loaded stage when that raises the
+// pipeline's bottleneck throughput by at least minGain; a peer that moved stays put for
+// cooldownSeconds; no stage drops below minPeersPerStage.
+struct RebalancingSpec {
+  bool enabled = true;               // enabled
+  double period_seconds = 30;        // periodSeconds, (0, 86400]
+  std::int64_t min_peers_per_stage = 1;  // minPeersPerStage, 1..1024
+  double min_gain = 0.10;            // minGain, [0, 10]: hysteresis against flapping
+  double cooldown_seconds = 60;      // cooldownSeconds, [0, 86400]
+};
+
+// spec.checkpoint: each stage writes parameters, optimizer state and step every everySteps steps
+// (atomically: a crash mid-write never corrupts the last good checkpoint). A stage left with no
+// live peer is restored from its latest checkpoint by the next peer assigned to it.
+struct CheckpointSpec {
+  std::string path;                 // path: a directory shared by the stage's peers; "" = off
+  std::int64_t every_steps = 50;    // everySteps, >= 1
+  std::int64_t keep = 2;            // keep, >= 1: checkpoints kept per stage
+};
+
 struct JobSpec {
   std::string api_version = kSwarmJobApiVersion;  // apiVersion
   std::string kind = kSwarmJobKind;               // kind
@@ -162,6 +183,8 @@ struct JobSpec {
   TrainersSpec trainers;                          // spec.trainers
   TimeoutsSpec timeouts;                          // spec.timeouts
   SecretSpec secret;                              // spec.secret
+  RebalancingSpec rebalancing;                    // spec.rebalancing
+  CheckpointSpec checkpoint;                      // spec.checkpoint
 };
 
 // Every problem found in a spec. errors() holds one message per problem, each starting with the
@@ -226,6 +249,8 @@ bool operator==(const RoutingSpec& a, const RoutingSpec& b);
 bool operator==(const TrainersSpec& a, const TrainersSpec& b);
 bool operator==(const TimeoutsSpec& a, const TimeoutsSpec& b);
 bool operator==(const SecretSpec& a, const SecretSpec& b);
+bool operator==(const RebalancingSpec& a, const RebalancingSpec& b);
+bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
 inline bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
 inline bool operator!=(const PipelineSpec& a, const PipelineSpec& b) { return !(a == b); }
@@ -238,6 +263,8 @@ inline bool operator!=(const RoutingSpec& a, const RoutingSpec& b) { return !(a 
 inline bool operator!=(const TrainersSpec& a, const TrainersSpec& b) { return !(a == b); }
 inline bool operator!=(const TimeoutsSpec& a, const TimeoutsSpec& b) { return !(a == b); }
 inline bool operator!=(const SecretSpec& a, const SecretSpec& b) { return !(a == b); }
+inline bool operator!=(const RebalancingSpec& a, const RebalancingSpec& b) { return !(a == b); }
+inline bool operator!=(const CheckpointSpec& a, const CheckpointSpec& b) { return !(a == b); }
 inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 
 }  // namespace swarm

@@ -336,6 +336,24 @@ void decode_spec(Reader& root, JobSpec& out) {
     ref.finish();
     r.finish();
   }
+  {
+    RebalancingSpec& b = out.rebalancing;
+    Reader r = spec.object("rebalancing");
+    r.get("enabled", b.enabled);
+    r.get("periodSeconds", b.period_seconds);
+    r.get("minPeersPerStage", b.min_peers_per_stage);
+    r.get("minGain", b.min_gain);
+    r.get("cooldownSeconds", b.cooldown_seconds);
+    r.finish();
+  }
+  {
+    CheckpointSpec& c = out.checkpoint;
+    Reader r = spec.object("checkpoint");
+    r.get("path", c.path);
+    r.get("everySteps", c.every_steps);
+    r.get("keep", c.keep);
+    r.finish();
+  }
   spec.finish();
 }
 
@@ -414,6 +432,16 @@ nlohmann::json to_json(const JobSpec& s) {
         {"peerExpirySeconds", to.peer_expiry_seconds},
         {"activationTtlSeconds", to.activation_ttl_seconds}}},
       {"secret", secret},
+      {"rebalancing",
+       {{"enabled", s.rebalancing.enabled},
+        {"periodSeconds", s.rebalancing.period_seconds},
+        {"minPeersPerStage", s.rebalancing.min_peers_per_stage},
+        {"minGain", s.rebalancing.min_gain},
+        {"cooldownSeconds", s.rebalancing.cooldown_seconds}}},
+      {"checkpoint",
+       {{"path", s.checkpoint.path},
+        {"everySteps", s.checkpoint.every_steps},
+        {"keep", s.checkpoint.keep}}},
   };
   return json{{"apiVersion", s.api_version},
               {"kind", s.kind},

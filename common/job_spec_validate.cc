@@ -228,6 +228,22 @@ void check_secret(const SecretSpec& s, Rules& r) {
   }
 }
 
+void check_elasticity(const JobSpec& s, Rules& r) {
+  const std::string p = "spec.rebalancing.";
+  r.number(p + "periodSeconds", s.rebalancing.period_seconds, gt(0), le(86400));
+  bool min_ok = r.range(p + "minPeersPerStage", s.rebalancing.min_peers_per_stage, 1, 1024);
+  r.number(p + "minGain", s.rebalancing.min_gain, ge(0), le(10));
+  r.number(p + "cooldownSeconds", s.rebalancing.cooldown_seconds, ge(0), le(86400));
+  if (min_ok && r.ok("spec.workers.perStage") && s.workers.per_stage >= 1 &&
+      s.rebalancing.min_peers_per_stage > s.workers.per_stage) {
+    r.error(p + "minPeersPerStage", "must be <= spec.workers.perStage (" +
+                                        std::to_string(s.workers.per_stage) + "), got " +
+                                        std::to_string(s.rebalancing.min_peers_per_stage));
+  }
+  r.at_least("spec.checkpoint.everySteps", s.checkpoint.every_steps, 1);
+  r.range("spec.checkpoint.keep", s.checkpoint.keep, 1, 1000);
+}
+
 }  // namespace
 
 void validate_job_spec(const JobSpec& spec, Issues& issues) {
@@ -239,6 +255,7 @@ void validate_job_spec(const JobSpec& spec, Issues& issues) {
   check_processes(spec, r);
   check_timeouts(spec.timeouts, r);
   check_secret(spec.secret, r);
+  check_elasticity(spec, r);
 }
 
 }  // namespace swarm::detail

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   fortunes fortunes-min                       # the default training text
   iperf3 curl                                 # wire benchmark reference; endpoint checks
+  prometheus                                  # promtool and a real server for the metrics tests
 )
 
 missing=()

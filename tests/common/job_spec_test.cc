@@ -271,6 +271,14 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
       {"{secret: {secretRef: {name: Bad_Name, key: k}}}",
        "spec.secret.secretRef.name: must be a Kubernetes Secret name (DNS-1123 subdomain), got "
        "\"Bad_Name\""},
+      {"{rebalancing: {periodSeconds: 0}}", "spec.rebalancing.periodSeconds: must be > 0, got 0"},
+      {"{rebalancing: {minGain: -1}}", "spec.rebalancing.minGain: must be >= 0, got -1"},
+      {"{rebalancing: {enabled: maybe}}", "spec.rebalancing.enabled: expected a boolean"},
+      {"{rebalancing: {minPeersPerStage: 2}}",
+       "spec.rebalancing.minPeersPerStage: must be <= spec.workers.perStage (1), got 2"},
+      {"{checkpoint: {everySteps: 0}}", "spec.checkpoint.everySteps: must be >= 1, got 0"},
+      {"{checkpoint: {keep: 0}}", "spec.checkpoint.keep: must be >= 1, got 0"},
+      {"{checkpoint: {pathh: /x}}", "spec.checkpoint.pathh: unknown field"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.spec);

@@ -42,8 +42,10 @@ TEST(Averaging, PeersOfAStageEndIdenticalAndStepTogether) {
     auto a = swarm.workers[2 * stage]->status();
     auto b = swarm.workers[2 * stage + 1]->status();
     SCOPED_TRACE("stage " + std::to_string(stage));
-    EXPECT_EQ(a.round, 3);
-    EXPECT_EQ(b.round, 3);
+    // Microbatches still in flight when the trainer saw step 3 may complete one more round.
+    EXPECT_GE(a.round, 3);
+    EXPECT_LE(a.round, 4);
+    EXPECT_EQ(a.round, b.round) << "peers of a stage stepped a different number of times";
     EXPECT_EQ(a.fingerprint, b.fingerprint) << "peers of a stage diverged";
     EXPECT_NE(a.fingerprint, initial[2 * stage]) << "parameters never changed";
     // Both peers did work: the router spread microbatches over them.

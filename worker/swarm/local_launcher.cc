@@ -23,6 +23,7 @@
 #include "worker/swarm/baseline.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/ports.h"
+#include "worker/swarm/preemption.h"
 #include "worker/swarm/registry/registry_client.h"
 
 namespace fs = std::filesystem;
@@ -246,7 +247,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
 
   start({"registry", "registry", -1, -1, "registry.log"},
         {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port), "--peer-expiry",
-         std::to_string(spec.timeouts.peer_expiry_seconds)});
+         std::to_string(spec.timeouts.peer_expiry_seconds), "--job", o.job_path});
   registry::RegistryClient registry(registry_url, std::chrono::milliseconds(1000));
   for (double until = now_seconds() + 15; !registry.healthy();) {
     reap(children);
@@ -254,14 +255,22 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       return fail("the registry did not start; its log:\n" + tail_of(children[0].log, 20));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  for (int s = 0; s < spec.pipeline.stages; ++s) {
-    for (int i = 0; i < spec.workers.per_stage; ++i) {
-      const std::string id = "stage" + std::to_string(s) + "-w" + std::to_string(i);
-      start({"worker " + id, "worker", s, -1, id + ".log"},
-            {"worker", "--job", o.job_path, "--stage", std::to_string(s), "--peer-id", id, "--registry",
-             registry_url, "--threads", std::to_string(threads)});
-    }
-  }
+  const PreemptionOptions popt{o.preempt_every, o.preempt_notice, o.respawn_after,
+                               o.seed >= 0 ? static_cast<uint64_t>(o.seed) : spec.training.seed};
+  // Preempted stages come back from checkpoints: with preemptions on and no checkpoint location in
+  // the spec, the run keeps them next to its logs.
+  const std::string checkpoint_dir =
+      spec.checkpoint.path.empty() && popt.every_seconds > 0 ? dir + "/checkpoints" : "";
+  const double drain_seconds = o.preempt_notice > 0 ? o.preempt_notice : 10;
+  auto start_worker = [&](const std::string& id, int s) {
+    std::vector<std::string> args = {"worker", "--job", o.job_path, "--stage", s >= 0 ? std::to_string(s) : "auto",
+                                     "--peer-id", id, "--registry", registry_url, "--threads",
+                                     std::to_string(threads), "--drain-seconds", std::to_string(drain_seconds)};
+    if (!checkpoint_dir.empty()) args.insert(args.end(), {"--checkpoint-dir", checkpoint_dir});
+    start({"worker " + id, "worker", s, -1, id + ".log"}, args);
+  };
+  for (int s = 0; s < spec.pipeline.stages; ++s)
+    for (int i = 0; i < spec.workers.per_stage; ++i) start_worker("stage" + std::to_string(s) + "-w" + std::to_string(i), s);
   std::vector<std::string> reports;
   for (int t = 0; t < spec.trainers.count; ++t) {
     const std::string id = "trainer" + std::to_string(t);
@@ -292,8 +301,13 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   };
   // A trainer stops itself at max steps / max seconds; this bound only catches a hung run.
   const double hard_deadline = o.max_seconds > 0 ? started + o.max_seconds + 120 : 0;
-  double last_show = 0;
+  double last_show = 0, last_census = now_seconds();
   bool interrupted = false;
+  PreemptionSchedule preemptions(popt, now_seconds());
+  int joiners = 0;
+  std::vector<double> stage_empty(spec.pipeline.stages, 0.0);
+  std::vector<int> final_peers;
+  bool swarm_up = false;
   while (true) {
     reap(children);
     bool trainers_running = false;
@@ -303,7 +317,41 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       if (c.role == "registry" && c.exited)
         return fail("the registry exited (" + describe_exit(c.status) + "); its log:\n" + tail_of(c.log, 20));
     }
-    for (int s = 0; s < spec.pipeline.stages; ++s) {
+    if (preemptions.enabled()) {
+      std::vector<std::string> alive;
+      for (auto& c : children)
+        if (c.role == "worker" && !c.exited) alive.push_back(c.name);
+      for (const auto& a : preemptions.due(now_seconds(), alive)) {
+        if (a.kind == PreemptionAction::Respawn) {
+          start_worker("joiner" + std::to_string(joiners++), -1);
+          continue;
+        }
+        for (auto& c : children) {
+          if (c.name != a.victim || c.exited) continue;
+          spdlog::info("preempting {} ({})", c.name, a.kind == PreemptionAction::Kill ? "SIGKILL" : "SIGTERM");
+          ::kill(c.pid, a.kind == PreemptionAction::Kill ? SIGKILL : SIGTERM);
+        }
+      }
+    }
+    if (now_seconds() - last_census >= 0.5) {
+      // Seconds each stage spent with no serving peer, as discovery sees it.
+      const double now = now_seconds();
+      try {
+        std::vector<int> serving(spec.pipeline.stages, 0);
+        for (const auto& p : registry.peers("worker"))
+          if (p.stage >= 0 && p.stage < spec.pipeline.stages && (p.state == "serving" || p.state == "averaging"))
+            serving[p.stage]++;
+        bool all = true;
+        for (int s = 0; s < spec.pipeline.stages; ++s) all = all && serving[s] > 0;
+        swarm_up = swarm_up || all;  // start-up is not an outage
+        for (int s = 0; s < spec.pipeline.stages && swarm_up; ++s)
+          if (serving[s] == 0) stage_empty[s] += now - last_census;
+        final_peers = serving;
+      } catch (const std::exception&) {
+      }
+      last_census = now;
+    }
+    for (int s = 0; s < spec.pipeline.stages && !preemptions.enabled(); ++s) {
       bool any = false;
       for (auto& c : children) any = any || (c.role == "worker" && c.stage == s && !c.exited);
       if (!any) {
@@ -325,6 +373,12 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  nlohmann::json stats;
+  try {
+    stats = registry.stats();
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot read the registry's stats: {}", e.what());
+  }
   // Trainers first (they finish in-flight microbatches and write their reports), then workers.
   stop_children(children, "trainer", 30);
   stop_children(children, "worker", 10);
@@ -333,6 +387,17 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   if (o.progress) show(report, max_steps, tty, true);
   auto summary = make_summary(report, "swarm", now_seconds() - started);
   summary["logs"] = dir;
+  // Elasticity accounting: what happened to the swarm during the run.
+  summary["preemptions"] = preemptions.preemptions();
+  double empty_total = 0;
+  for (double v : stage_empty) empty_total += v;
+  summary["stage_empty_seconds"] = empty_total;
+  if (!final_peers.empty()) summary["peers_per_stage"] = final_peers;
+  const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
+  summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
+  for (const char* k : {"checkpoint_restores", "samples_lost", "handoffs", "resyncs", "state_downloads",
+                        "stage_moves", "unaveraged_steps"})
+    summary[k] = events.value(k, int64_t{0});
   write_summary(summary);
   summary.erase("loss_curve");
   std::printf("%s\n", summary.dump(2).c_str());

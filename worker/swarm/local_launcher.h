@@ -21,6 +21,11 @@ struct LocalOptions {
   int threads_per_worker = 0;    // 0 = spec.workers.threads, or cores / workers when that is 0
   bool progress = true;          // live progress line on stdout
   std::string log_level = "info";
+  // Preemption injection (see preemption.h); 0 = off. The seed defaults to spec.training.seed.
+  double preempt_every = 0;
+  double preempt_notice = 0;
+  double respawn_after = 0;
+  int64_t seed = -1;
 };
 
 // Returns the process exit status: 0 when training ran to its end, non-zero on failure.

@@ -13,6 +13,10 @@
 //     -> AverageReply meta {samples, members}                 tensors [flat averaged gradient]
 //   StateRequest     meta {stage}                              -> StateReply meta {round} tensors [uint8 state]
 //   Ping             meta {}                                   -> Pong meta {stage, round, queue}
+//   GradientHandoff  meta {stage, round, samples, peer}        tensors [flat gradient sum]
+//     -> HandoffReply meta {accepted}   A peer leaving its stage gives its accumulated gradient to
+//     a peer that stays, so no sample it processed is lost. Refused (round_closed) when the
+//     receiver already stepped past that round.
 #pragma once
 
 #include <string>
@@ -22,6 +26,9 @@
 #include "worker/net/message.h"
 
 namespace swarm::runtime {
+
+inline constexpr uint16_t kGradientHandoff = 22;
+inline constexpr uint16_t kHandoffReply = 23;
 
 inline constexpr const char* kActivationMissing = "activation_missing";
 inline constexpr const char* kRoundClosed = "round_closed";

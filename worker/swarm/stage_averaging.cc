@@ -75,9 +75,10 @@ void StageServer::Impl::progress_loop() {
       s = samples_done;
       latched = target_latched;
     }
+    if (!ready) continue;
     if (latched && r == reported_round && s == reported_samples) continue;
     try {
-      auto view = registry->report_progress(opt.stage, r, opt.peer_id, s, target_samples);
+      auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples);
       reported_round = r;
       reported_samples = s;
       bool wake = false;
@@ -112,16 +113,23 @@ void StageServer::Impl::finish_round() {
   }
   auto flat = flat_gradients(*model);
   int members = 1;
-  bool averaged = false;
+  bool averaged = false, writer = false;
   for (int attempt = 0; attempt < kMaxAttempts && !averaged; ++attempt) {
     auto sum = flat;
     int64_t total = samples;
+    RoundOutcome outcome = RoundOutcome::Failed;
     try {
-      averaged = average_once(attempt, sum, total, members);
+      outcome = average_once(attempt, sum, total, members, writer);
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: averaging round {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
     }
-    if (averaged) {
+    if (outcome == RoundOutcome::Closed) {
+      // The stage averaged this round without us (we were late): our gradient is stale now.
+      resync();
+      return;
+    }
+    if (outcome == RoundOutcome::Averaged) {
+      averaged = true;
       flat = sum;
       samples = total;
     }
@@ -132,8 +140,10 @@ void StageServer::Impl::finish_round() {
   }
   if (!averaged) {
     // No group could be formed (coordinator unreachable): step on the local gradients rather than
-    // stall the pipeline; the peer's parameters may then differ from its stage's until it re-syncs.
+    // stall the pipeline; the heartbeat's behind-check re-syncs this peer if the others moved on.
     spdlog::error("worker {}: round {} stepped without averaging", opt.peer_id, r);
+    report_event("unaveraged_steps", 1);
+    writer = true;
   }
   if (samples > 0) {
     set_gradients(*model, flat / static_cast<double>(samples));
@@ -157,34 +167,38 @@ void StageServer::Impl::finish_round() {
     for (auto it = inbox.begin(); it != inbox.end();)
       it = it->first.first + 2 < r ? inbox.erase(it) : std::next(it);
   }
-  metrics->observe_averaging(opt.stage, now_seconds() - started, members);
-  metrics->set_optimizer_step(opt.stage, static_cast<double>(r + 1));
-  metrics->set_learning_rate(opt.stage, optimizer->last_lr());
+  maybe_checkpoint(writer);
+  metrics->observe_averaging(stage.load(), now_seconds() - started, members);
+  metrics->set_optimizer_step(stage.load(), static_cast<double>(r + 1));
+  metrics->set_learning_rate(stage.load(), optimizer->last_lr());
   cv.notify_all();
   spdlog::debug("worker {}: step {} done ({} samples, {} peers, {:.3f}s)", opt.peer_id, r + 1,
                 samples, members, now_seconds() - started);
 }
 
-bool StageServer::Impl::average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members) {
+StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, torch::Tensor& flat,
+                                                                int64_t& samples, int& members,
+                                                                bool& writer) {
   const int64_t r = round.load();
   const double timeout = opt.spec.timeouts.averaging_seconds;
   planner::Member self{opt.peer_id, opt.host, static_cast<int>(server->port()), samples};
-  if (!registry->join_round(opt.stage, r, attempt, self, timeout / 2)) return false;
+  if (!registry->join_round(stage.load(), r, attempt, self, timeout / 2)) return RoundOutcome::Closed;
   const double deadline = now_seconds() + timeout;
   planner::GroupView group;
   auto poll = std::chrono::milliseconds(2);
   while (true) {
-    group = registry->round_group(opt.stage, r, attempt);
+    group = registry->round_group(stage.load(), r, attempt);
     if (group.state == planner::GroupView::Ready) break;
-    if (now_seconds() > deadline) return false;
+    if (now_seconds() > deadline) return RoundOutcome::Failed;
     std::this_thread::sleep_for(poll);
     poll = std::min(poll * 2, std::chrono::milliseconds(50));
   }
   auto me = std::find_if(group.members.begin(), group.members.end(),
                          [&](const planner::Member& m) { return m.peer_id == opt.peer_id; });
-  if (me == group.members.end()) return false;
+  if (me == group.members.end()) return RoundOutcome::Closed;
   members = static_cast<int>(group.members.size());
-  if (members == 1) return true;
+  writer = group.leader == opt.peer_id;  // the leader writes the stage's checkpoints
+  if (members == 1) return RoundOutcome::Averaged;
   const auto key = std::make_pair(r, attempt);
   if (group.leader == opt.peer_id) {
     std::unique_lock<std::mutex> lk(avg_mu);
@@ -212,12 +226,12 @@ bool StageServer::Impl::average_once(int attempt, torch::Tensor& flat, int64_t& 
     flat = result->average;
     samples = result->samples;
     members = result->members;
-    return true;
+    return RoundOutcome::Averaged;
   }
   const auto& leader = *std::find_if(group.members.begin(), group.members.end(),
                                      [&](const planner::Member& m) { return m.peer_id == group.leader; });
   net::Client client(leader.host, static_cast<uint16_t>(leader.port), opt.secret, client_options);
-  auto push = make_message(net::AveragePush, {{"stage", opt.stage}, {"round", r}, {"attempt", attempt},
+  auto push = make_message(net::AveragePush, {{"stage", stage.load()}, {"round", r}, {"attempt", attempt},
                                               {"samples", samples}, {"peer", opt.peer_id}});
   push.tensors.push_back(to_wire(flat));
   auto reply = client.call(std::move(push), to_ms(std::max(1.0, deadline - now_seconds())));
@@ -229,15 +243,15 @@ bool StageServer::Impl::average_once(int attempt, torch::Tensor& flat, int64_t& 
   flat = sum.clone();
   samples = meta_int(meta, "samples");
   members = static_cast<int>(meta_int(meta, "members"));
-  return true;
+  return RoundOutcome::Averaged;
 }
 
 net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
   auto meta = parse_meta(request);
-  const int64_t stage = meta_int(meta, "stage");
-  if (stage != opt.stage)
-    throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(opt.stage) +
-                                ", got " + std::to_string(stage));
+  const int64_t requested = meta_int(meta, "stage");
+  if (requested != stage.load())
+    throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
+                                ", got " + std::to_string(requested));
   const int64_t r = meta_int(meta, "round");
   const int attempt = static_cast<int>(meta_int(meta, "attempt"));
   const int64_t samples = meta_int(meta, "samples");

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <spdlog/spdlog.h>
 
+#include "planner/rebalance.h"
 #include "worker/model/device.h"
 #include "worker/model/state.h"
 #include "worker/swarm/job_model.h"
@@ -33,8 +34,8 @@ StageServer::Impl::Impl(WorkerOptions o) : opt(std::move(o)) {
   check_runtime_support(opt.spec);
   model_cfg = model_config(opt.spec);
   target_samples = opt.spec.training.global_batch;
-  if (opt.stage < 0 || opt.stage >= opt.spec.pipeline.stages)
-    throw std::invalid_argument("worker --stage: must be in [0, " +
+  if (opt.stage < -1 || opt.stage >= opt.spec.pipeline.stages)
+    throw std::invalid_argument("worker --stage: must be auto or in [0, " +
                                 std::to_string(opt.spec.pipeline.stages - 1) + "], got " +
                                 std::to_string(opt.stage));
   if (opt.peer_id.empty()) throw std::invalid_argument("worker --peer-id: must not be empty");
@@ -50,10 +51,6 @@ void StageServer::start() {
   const auto& spec = I.opt.spec;
   torch::set_num_threads(std::max(1, I.opt.threads));
   I.device = model::pick_device(spec.workers.device);
-  I.model = model::make_stage(I.model_cfg, I.opt.stage, stage_seed(spec));
-  I.model->to(I.device);
-  I.optimizer = std::make_unique<model::StageOptimizer>(*I.model, optimizer_config(spec));
-  I.fingerprint = model::param_fingerprint(*I.model);
   I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "worker", I.opt.peer_id);
   I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
   I.server = std::make_unique<net::Server>(
@@ -62,11 +59,22 @@ void StageServer::start() {
   I.server->start();
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url,
                                                           to_ms(spec.timeouts.connect_seconds));
+  // A worker started without a stage joins the most loaded one (planner/rebalance.h); either way
+  // it starts from a live peer's parameters and optimizer state when the stage has one.
+  int first = I.opt.stage;
+  if (first < 0) {
+    std::vector<planner::PeerLoad> loads;
+    for (const auto& p : I.registry->peers("worker"))
+      loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
+                       p.state == "joining"});
+    first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages));
+  }
+  I.become_stage(first, I.opt.stage < 0 ? "joined the most loaded stage" : "assigned");
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
   I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
-  spdlog::info("worker {} serving stage {} on {}:{} (metrics :{}), device {}, {} threads",
-               I.opt.peer_id, I.opt.stage, I.opt.host, I.server->port(), I.metrics->port(),
+  spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, {} threads",
+               I.opt.peer_id, I.stage.load(), I.round.load(), I.opt.host, I.server->port(), I.metrics->port(),
                I.device.str(), torch::get_num_threads());
 }
 
@@ -96,6 +104,8 @@ WorkerStatus StageServer::status() const {
   auto& I = *impl_;
   std::lock_guard<std::mutex> lk(I.mu);
   WorkerStatus s;
+  s.stage = I.stage;
+  s.ready = I.ready;
   s.round = I.round;
   s.samples_in_round = I.samples_done;
   s.queue_length = static_cast<int64_t>(I.queue.size());
@@ -113,13 +123,14 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
       return handle_average_push(std::move(request));
     case net::Ping: {
       std::lock_guard<std::mutex> lk(mu);
-      return make_message(net::Pong, {{"stage", opt.stage}, {"round", round.load()},
+      return make_message(net::Pong, {{"stage", stage.load()}, {"round", round.load()},
                                       {"queue", queue.size()}, {"peer", opt.peer_id}});
     }
     case net::Forward:
     case net::Backward:
     case net::ForwardBackward:
     case net::StateRequest:
+    case kGradientHandoff:
       break;
     default:
       throw std::invalid_argument("message type " + std::to_string(request.type) +
@@ -127,20 +138,21 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   }
   auto task = std::make_shared<Task>();
   task->meta = parse_meta(request);
-  if (request.type != net::StateRequest) {
-    int64_t stage = meta_int(task->meta, "stage");
-    if (stage != opt.stage)
-      throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(opt.stage) +
-                                  ", got " + std::to_string(stage));
+  const int64_t requested = meta_int(task->meta, "stage");
+  if (requested != stage.load())
+    throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
+                                ", got " + std::to_string(requested));
+  if (!ready) throw std::runtime_error("peer is joining its stage, not serving yet");
+  if (request.type != net::StateRequest && request.type != kGradientHandoff) {
     int64_t samples = meta_int(task->meta, "samples");
     if (samples < 1 || samples > kMaxSamplesPerRequest)
       throw std::invalid_argument("meta.samples: must be in [1, " + std::to_string(kMaxSamplesPerRequest) +
                                   "], got " + std::to_string(samples));
     meta_string(task->meta, "mb");
   }
-  if (request.type == net::ForwardBackward && opt.stage != opt.spec.pipeline.stages - 1)
+  if (request.type == net::ForwardBackward && stage.load() != opt.spec.pipeline.stages - 1)
     throw std::invalid_argument("forward_backward is served by the last stage only; this is stage " +
-                                std::to_string(opt.stage));
+                                std::to_string(stage.load()));
   task->request = std::move(request);
   task->enqueued_at = now_seconds();
   auto reply = task->reply.get_future();
@@ -148,7 +160,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     std::lock_guard<std::mutex> lk(mu);
     if (stopping) throw std::runtime_error("worker is stopping");
     queue.push_back(task);
-    metrics->set_queue_length(opt.stage, static_cast<double>(queue.size()));
+    metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
   }
   cv.notify_all();
   return reply.get();
@@ -156,7 +168,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
 
 torch::Tensor StageServer::Impl::check_input(const net::WireTensor& w, const char* what,
                                              int64_t samples) const {
-  const bool tokens = opt.stage == 0 || std::string(what) == "targets";
+  const bool tokens = stage.load() == 0 || std::string(what) == "targets";
   auto fail = [&](const std::string& why) {
     return std::invalid_argument(std::string(what) + ": " + why);
   };
@@ -199,7 +211,7 @@ net::Message StageServer::Impl::do_forward(Task& task) {
     torch::NoGradGuard no_grad;
     out = model->forward(input);
   } else {
-    if (opt.stage > 0) input = input.detach().requires_grad_(true);
+    if (stage.load() > 0) input = input.detach().requires_grad_(true);
     out = model->forward(input);
     std::lock_guard<std::mutex> lk(mu);
     // A repeated microbatch id replaces the older activations (a trainer retried the forward).
@@ -235,6 +247,7 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
+  completed += samples;
   auto reply = make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
   reply.tensors.push_back(to_wire(input.grad()));
   return reply;
@@ -263,7 +276,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     if (m.tensors.size() < 2) throw std::runtime_error(kActivationMissing);
     // Recompute the forward from the stage input the trainer kept (failover or expiry).
     act.input = check_input(m.tensors[1], "input", samples);
-    if (opt.stage > 0) act.input = act.input.detach().requires_grad_(true);
+    if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
     act.output = model->forward(act.input);
     act.samples = samples;
   }
@@ -275,26 +288,31 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
+  completed += samples;
   auto reply = make_message(net::BackwardReply, {{"round", round.load()}, {"recomputed", !found}});
-  if (opt.stage > 0) reply.tensors.push_back(to_wire(act.input.grad()));
+  if (stage.load() > 0) reply.tensors.push_back(to_wire(act.input.grad()));
   return reply;
 }
 
-net::Message StageServer::Impl::do_state(const net::Message&) {
+net::Message StageServer::Impl::do_state(Task&) {
   auto bytes = model::save_state(*model, *optimizer);
   auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
   std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  auto reply = make_message(net::StateReply, {{"round", round.load()}, {"stage", opt.stage}});
+  auto reply = make_message(net::StateReply, {{"round", round.load()}, {"stage", stage.load()}});
   reply.tensors.push_back(to_wire(t));
   return reply;
 }
 
 net::Message StageServer::Impl::run_task(Task& task) {
+  if (leaving && (task.request.type == net::Forward || task.request.type == net::ForwardBackward) &&
+      !meta_bool(task.meta, "eval", false))
+    throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   switch (task.request.type) {
     case net::Forward: return do_forward(task);
     case net::ForwardBackward: return do_forward_backward(task);
     case net::Backward: return do_backward(task);
-    case net::StateRequest: return do_state(task.request);
+    case net::StateRequest: return do_state(task);
+    case kGradientHandoff: return do_handoff(task);
   }
   throw std::logic_error("unexpected task type");
 }
@@ -305,8 +323,11 @@ bool StageServer::Impl::admission_open_locked() const {
 }
 
 bool StageServer::Impl::has_eligible_locked() const {
+  if (leaving && !queue.empty()) return true;
   for (const auto& t : queue) {
-    if (t->request.type == net::Backward || t->request.type == net::StateRequest) return true;
+    if (t->request.type == net::Backward || t->request.type == net::StateRequest ||
+        t->request.type == kGradientHandoff)
+      return true;
     if (meta_bool(t->meta, "eval", false)) return true;
   }
   return !queue.empty() && admission_open_locked();
@@ -324,8 +345,13 @@ std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
     return nullptr;
   };
   // Backward first: it completes a microbatch and frees its activations.
-  if (auto t = take([](const Task& t) { return t.request.type == net::Backward || t.request.type == net::StateRequest; }))
+  if (auto t = take([](const Task& t) {
+        return t.request.type == net::Backward || t.request.type == net::StateRequest ||
+               t.request.type == kGradientHandoff;
+      }))
     return t;
+  // A leaving peer answers queued forwards at once (with an error) so trainers retry elsewhere.
+  if (leaving) return take([](const Task&) { return true; });
   if (auto t = take([](const Task& t) { return meta_bool(t.meta, "eval", false); })) return t;
   // A new forward is admitted only while the round still needs samples: once admitted work
   // covers the global batch, later forwards wait for the optimizer step (they would otherwise be
@@ -357,10 +383,18 @@ void StageServer::Impl::compute_loop() {
     {
       std::unique_lock<std::mutex> lk(mu);
       // The timeout bounds how late activation expiry and the drain deadline are noticed.
-      cv.wait_for(lk, std::chrono::milliseconds(50),
-                  [&] { return stopping || round_due_locked() || has_eligible_locked(); });
-      if (stopping) break;
+      cv.wait_for(lk, std::chrono::milliseconds(50), [&] {
+        return stopping || round_due_locked() || has_eligible_locked() || resync_requested ||
+               (move_to >= 0 && !leaving);
+      });
+      if (stopping || left) break;
       const double now = now_seconds();
+      if (move_to >= 0 && !leaving) {
+        // The rebalancer moved this peer: finish the backwards it owes, then go.
+        leaving = true;
+        leave_deadline = now + opt.spec.timeouts.backward_seconds;
+        spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
+      }
       expire_activations_locked(now, false);
       const bool reached = target_latched || others_samples + samples_done >= target_samples;
       // Backwards of a closing round that never come (their trainer died) must not hold the
@@ -373,28 +407,37 @@ void StageServer::Impl::compute_loop() {
         expire_activations_locked(now, true);
       }
       if (!round_due_locked()) task = next_task_locked();
-      metrics->set_queue_length(opt.stage, static_cast<double>(queue.size()));
+      metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
     }
     if (!task) {
-      bool due;
+      bool due, leave_now;
       {
         std::lock_guard<std::mutex> lk(mu);
         due = round_due_locked();
+        leave_now = leaving && queue.empty() && (activations.empty() || now_seconds() > leave_deadline);
       }
-      if (due) finish_round();
+      if (resync_requested.exchange(false)) {
+        resync();
+      } else if (due) {
+        finish_round();
+      } else if (leave_now) {
+        complete_leave();
+      }
       continue;
     }
     net::Message reply;
+    const double started = now_seconds();
     try {
       reply = run_task(*task);
     } catch (const std::exception& e) {
       reply = net::make_error(task->request.request_id, e.what());
-      metrics->add_failure(opt.stage, op_name(task->request.type));
+      metrics->add_failure(stage.load(), op_name(task->request.type));
     }
     const double done = now_seconds();
+    busy_seconds = busy_seconds + (done - started);
     int64_t samples = meta_int(task->meta, "samples", 0);
     if (reply.type != net::Error) processed += samples;
-    metrics->observe_request(opt.stage, op_name(task->request.type), done - task->enqueued_at,
+    metrics->observe_request(stage.load(), op_name(task->request.type), done - task->enqueued_at,
                              reply.type == net::Error ? 0 : samples);
     task->reply.set_value(std::move(reply));
     // Keep taking work without waiting when more is queued.
@@ -409,24 +452,45 @@ void StageServer::Impl::announce(const std::string& state) {
   planner::PeerRecord rec;
   rec.peer_id = opt.peer_id;
   rec.role = "worker";
-  rec.stage = opt.stage;
+  rec.stage = stage.load();
   rec.host = opt.host;
   rec.port = server->port();
   rec.metrics_port = metrics->port();
-  rec.state = state;
+  rec.samples_per_second = samples_per_second;
   {
     std::lock_guard<std::mutex> lk(mu);
+    if (!state.empty()) rec.state = state;
+    else if (!ready) rec.state = "joining";
+    else if (leaving) rec.state = "draining";
+    else if (closing_since > 0) rec.state = "averaging";
+    else rec.state = "serving";
     rec.round = round;
     rec.queue_length = static_cast<int64_t>(queue.size());
   }
-  registry->announce(rec);
+  auto reply = registry->announce(rec);
+  if (reply.assigned_stage >= 0 && reply.assigned_stage != rec.stage && ready &&
+      reply.assigned_stage < opt.spec.pipeline.stages) {
+    if (move_to.exchange(reply.assigned_stage) != reply.assigned_stage) cv.notify_all();
+  }
 }
 
 void StageServer::Impl::heartbeat_loop() {
   uint64_t last_sent = 0, last_received = 0;
+  int64_t last_completed = completed;
+  double last_busy = busy_seconds;
   while (true) {
+    // Capacity, not current rate: samples completed per second of compute. With the queue length
+    // it gives the stage's load as the rebalancer sees it.
+    const double busy = busy_seconds.load();
+    if (busy - last_busy > 0.05) {
+      const double rate = static_cast<double>(completed - last_completed) / (busy - last_busy);
+      samples_per_second = samples_per_second == 0 ? rate : 0.7 * samples_per_second + 0.3 * rate;
+      last_completed = completed;
+      last_busy = busy;
+    }
     try {
-      announce(closing_since > 0 ? "averaging" : "serving");
+      announce("");
+      if (ready) check_behind(registry->peers("worker", stage.load()));
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: heartbeat failed: {}", opt.peer_id, e.what());
     }

@@ -19,7 +19,7 @@ namespace swarm::runtime {
 
 struct WorkerOptions {
   JobSpec spec;
-  int stage = 0;
+  int stage = -1;                  // -1: join the most loaded stage
   std::string peer_id;
   std::string host = "127.0.0.1";  // address that trainers and peers use to reach this worker
   int port = 0;                    // 0 = any free port
@@ -31,6 +31,8 @@ struct WorkerOptions {
 };
 
 struct WorkerStatus {
+  int stage = -1;
+  bool ready = false;             // serving (not joining, re-syncing or moving)
   int64_t round = 0;              // optimizer steps taken
   int64_t samples_in_round = 0;   // samples whose gradients are accumulated, not yet applied
   int64_t queue_length = 0;
@@ -48,6 +50,10 @@ class StageServer {
 
   // Builds the model, opens the data-plane port and /metrics, announces itself to discovery.
   void start();
+  // Graceful hand-off (SIGTERM, a reclaim notice): refuse new forwards, finish owed backwards
+  // within `seconds`, hand the accumulated gradient to a peer that stays (the stage's last peer
+  // writes a checkpoint instead, if configured). Call stop() afterwards.
+  void drain(double seconds);
   // Deregisters, stops accepting requests and joins every thread. Idempotent.
   void stop();
 

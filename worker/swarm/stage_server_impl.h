@@ -62,7 +62,8 @@ struct StageServer::Impl {
   net::Message do_forward(Task& task);
   net::Message do_forward_backward(Task& task);
   net::Message do_backward(Task& task);
-  net::Message do_state(const net::Message& request);
+  net::Message do_state(Task& task);
+  net::Message do_handoff(Task& task);
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
   void compute_loop();
   std::shared_ptr<Task> next_task_locked();
@@ -72,11 +73,25 @@ struct StageServer::Impl {
   void heartbeat_loop();
   void announce(const std::string& state);
 
+  // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
+  void become_stage(int s, const char* why);  // new model for stage s, then sync_state
+  bool sync_state(int s, int64_t min_round);  // from a live donor, else the latest checkpoint
+  void resync();                              // behind the stage: drop local work, download
+  void complete_leave();                      // hand off gradients, then move or stop
+  bool handoff_gradients();                   // to another live peer of the stage
+  void maybe_checkpoint(bool writer);         // after a step
+  void write_checkpoint_now();
+  void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
+  void report_event(const std::string& kind, int64_t count);
+  void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
+
   // --- averaging (stage_averaging.cc) ---
   bool round_due_locked() const;           // global batch reached, drain done
   void progress_loop();                    // reports samples to the coordinator, watches the latch
   void finish_round();                     // all-reduce + optimizer step; compute thread only
-  bool average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members);
+  enum class RoundOutcome { Averaged, Closed, Failed };
+  RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
+                            bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
 
   WorkerOptions opt;
@@ -101,9 +116,19 @@ struct StageServer::Impl {
   bool target_latched = false;    // the coordinator says the stage reached the global batch
   double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
   bool stopping = false;
+  bool leaving = false;           // refusing new forwards: moving to another stage or draining
+  double leave_deadline = 0;
+  bool left = false;              // drain finished (compute thread exits)
+  std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
+  std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
+  std::atomic<bool> resync_requested{false};
+  std::atomic<bool> ready{false};  // serving (false while joining/resyncing)
   std::atomic<int64_t> round{0};
   std::atomic<int64_t> processed{0};
   std::atomic<uint64_t> fingerprint{0};
+  std::atomic<double> samples_per_second{0};  // completed samples per compute-second, smoothed
+  std::atomic<int64_t> completed{0};          // samples whose backward this peer ran
+  std::atomic<double> busy_seconds{0};        // time the compute thread spent on requests
 
   // Averaging inbox, guarded by avg_mu: contributions sent to this peer as a round's leader.
   std::mutex avg_mu;

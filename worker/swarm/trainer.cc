@@ -114,7 +114,7 @@ struct Trainer::Impl {
 
   std::vector<std::atomic<int64_t>> stage_round;
   std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
-  std::atomic<uint64_t> bytes_sent{0}, bytes_received{0};
+  uint64_t bytes_sent = 0, bytes_received = 0;  // guarded by peers_mu
 
   std::mutex loss_mu;
   std::vector<double> first_losses, recent_losses;
@@ -130,7 +130,8 @@ void Trainer::Impl::refresh_peers() {
   std::vector<std::vector<std::string>> ids(stages);
   std::lock_guard<std::mutex> lk(peers_mu);
   for (const auto& p : workers) {
-    if (p.stage < 0 || p.stage >= stages || p.state == "draining") continue;
+    // Only peers that serve: not while joining (downloading state) or draining (leaving).
+    if (p.stage < 0 || p.stage >= stages || (p.state != "serving" && p.state != "averaging")) continue;
     ids[p.stage].push_back(p.peer_id);
     const std::string endpoint = p.host + ":" + std::to_string(p.port);
     auto it = clients.find(p.peer_id);
@@ -138,6 +139,16 @@ void Trainer::Impl::refresh_peers() {
       clients[p.peer_id] = {endpoint, std::make_shared<net::Client>(p.host, static_cast<uint16_t>(p.port),
                                                                     opt.secret, client_options)};
   }
+  // Bytes on the wire: the clients count them; the metric gets the growth since last time.
+  uint64_t in = 0, out = 0;
+  for (const auto& [id, entry] : clients) {
+    auto st = entry.second->stats();
+    in += st.bytes_in;
+    out += st.bytes_out;
+  }
+  if (in >= bytes_received && out >= bytes_sent) metrics->add_bytes(out - bytes_sent, in - bytes_received);
+  bytes_received = in;
+  bytes_sent = out;
   const double now = now_seconds();
   for (int s = 0; s < stages; ++s) {
     routers[s]->set_peers(ids[s], now);

@@ -11,11 +11,17 @@
 
 namespace swarm::registry {
 
+// What the registry answers a heartbeat with.
+struct AnnounceReply {
+  double expires_in_seconds = 0;
+  int assigned_stage = -1;  // >= 0: the rebalancer moved this worker to that stage
+};
+
 class Discovery {
  public:
   virtual ~Discovery();
   // Publishes (or refreshes: call it as a heartbeat) this peer's record.
-  virtual void announce(const planner::PeerRecord& rec) = 0;
+  virtual AnnounceReply announce(const planner::PeerRecord& rec) = 0;
   // Removes the peer at once (graceful shutdown).
   virtual void withdraw(const std::string& peer_id) = 0;
   // Live peers, optionally filtered by role ("" = any) and stage (-1 = any), sorted by peer_id.

@@ -107,11 +107,27 @@ RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds t
 
 RegistryClient::~RegistryClient() = default;
 
-void RegistryClient::announce(const planner::PeerRecord& rec) {
+AnnounceReply RegistryClient::announce(const planner::PeerRecord& rec) {
   json body = wire::to_json(rec);
   body.erase("lastSeen");
   const std::string path = "/v1/peers/" + web::uri::encode_data_string(rec.peer_id);
-  impl_->checked(base_url_, methods::PUT, path, &body);
+  Reply r = impl_->checked(base_url_, methods::PUT, path, &body);
+  return impl_->decoded(base_url_, methods::PUT, path, r, [](const json& j) {
+    AnnounceReply out;
+    out.expires_in_seconds = wire::get_number_or(j, "expiresInSeconds", 0, 1e9, 0);
+    out.assigned_stage = static_cast<int>(wire::get_int_or(j, "assignedStage", 0, 1 << 20, -1));
+    return out;
+  });
+}
+
+void RegistryClient::add_event(const std::string& kind, int64_t count) {
+  json body{{"kind", kind}, {"count", count}};
+  impl_->checked(base_url_, methods::POST, "/v1/events", &body);
+}
+
+json RegistryClient::stats() {
+  Reply r = impl_->checked(base_url_, methods::GET, "/v1/stats", nullptr);
+  return impl_->decoded(base_url_, methods::GET, "/v1/stats", r, [](const json& j) { return j; });
 }
 
 void RegistryClient::withdraw(const std::string& peer_id) {

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/swarm/registry/discovery.h"
 
 namespace swarm::registry {
@@ -30,7 +32,7 @@ class RegistryClient : public Discovery, public RoundCoordinator {
   ~RegistryClient() override;
 
   // Discovery. The record's last_seen is not sent; peers() returns it as Unix time (seconds).
-  void announce(const planner::PeerRecord& rec) override;
+  AnnounceReply announce(const planner::PeerRecord& rec) override;
   void withdraw(const std::string& peer_id) override;
   std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) override;
 
@@ -40,6 +42,11 @@ class RegistryClient : public Discovery, public RoundCoordinator {
   bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
                   double gather_seconds) override;
   planner::GroupView round_group(int stage, int64_t round, int attempt) override;
+
+  // Counts `count` occurrences of `kind` (e.g. "checkpoint_restores") in the registry's stats.
+  void add_event(const std::string& kind, int64_t count);
+  // GET /v1/stats: {"rebalanceMoves", "events": {kind: count}, "assignments": {peer: stage}}.
+  nlohmann::json stats();
 
   // GET /healthz: true when the registry answers 200 within the timeout; never throws.
   bool healthy();

@@ -85,6 +85,8 @@ std::string path_peer_id(const std::string& segment) {
 
 RegistryService::RegistryService(RegistryOptions options)
     : options_(std::move(options)), peers_(options_.peer_expiry_seconds) {
+  if (options_.rebalance && options_.num_stages > 1)
+    rebalancer_ = std::make_unique<planner::Rebalancer>(*options_.rebalance);
   if (!options_.clock) {
     options_.clock = [] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -94,6 +96,24 @@ RegistryService::RegistryService(RegistryOptions options)
 }
 
 double RegistryService::now() const { return options_.clock(); }
+
+void RegistryService::maybe_rebalance(double t) {
+  if (!rebalancer_ || !assignments_.empty()) return;
+  std::vector<planner::PeerLoad> loads;
+  for (const auto& p : peers_.live(t, "worker")) {
+    if (p.state == "draining") continue;
+    loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
+                     p.state == "joining"});
+  }
+  auto move = rebalancer_->plan(loads, options_.num_stages, t);
+  if (!move) return;
+  rebalancer_->record_move(*move, t);
+  assignments_[move->peer_id] = move->to_stage;
+  ++rebalance_moves_;
+  spdlog::info("registry: rebalance: {} stage {} -> {} (bottleneck {:.1f} -> {:.1f} samples/s): {}",
+               move->peer_id, move->from_stage, move->to_stage, move->bottleneck_before,
+               move->bottleneck_after, move->reason);
+}
 
 HttpReply RegistryService::handle(const std::string& method, const std::string& path,
                                   const std::string& query, const std::string& body) {
@@ -153,14 +173,41 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         std::lock_guard<std::mutex> lock(mu_);
         const double t = now();
         peers_.expire(t);
+        const bool worker = rec.role == "worker";
+        const int stage = rec.stage;
         peers_.upsert(std::move(rec), t);
-        return reply(200, json{{"expiresInSeconds", options_.peer_expiry_seconds}});
+        auto it = assignments_.find(id);
+        if (it != assignments_.end() && (!worker || it->second == stage)) assignments_.erase(it);
+        if (worker) maybe_rebalance(t);
+        json out{{"expiresInSeconds", options_.peer_expiry_seconds}};
+        it = assignments_.find(id);
+        if (it != assignments_.end()) out["assignedStage"] = it->second;
+        return reply(200, out);
       }
       if (method == "DELETE") {
         std::lock_guard<std::mutex> lock(mu_);
+        assignments_.erase(id);
         return reply(200, json{{"removed", peers_.remove(id)}});
       }
       return wrong_method("PUT or DELETE");
+    }
+
+    if (n == 2 && seg[0] == "v1" && seg[1] == "events") {
+      if (method != "POST") return wrong_method("POST");
+      const json j = wire::parse_object(body);
+      if (!j.contains("kind") || !j.at("kind").is_string() || j.at("kind").get<std::string>().empty() ||
+          j.at("kind").get<std::string>().size() > 64)
+        throw BadField("kind", "must be a non-empty string of at most 64 characters",
+                       j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
+      const int64_t count = wire::get_int(j, "count", 0, kMaxRound);
+      std::lock_guard<std::mutex> lock(mu_);
+      events_[j.at("kind").get<std::string>()] += count;
+      return reply(200, json::object());
+    }
+    if (n == 2 && seg[0] == "v1" && seg[1] == "stats") {
+      if (method != "GET") return wrong_method("GET");
+      std::lock_guard<std::mutex> lock(mu_);
+      return reply(200, json{{"rebalanceMoves", rebalance_moves_}, {"events", events_}, {"assignments", assignments_}});
     }
 
     if (n >= 5 && seg[0] == "v1" && seg[1] == "stages" && seg[3] == "rounds") {

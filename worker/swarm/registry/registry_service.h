@@ -2,14 +2,24 @@
 // every HTTP request; tests may call handle() directly. Thread-safe: one mutex guards the
 // PeerTable and the RoundBook.
 //
-//   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x}
+//   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x,
+//                                                                       "assignedStage": s (when moved)}
 //   DELETE /v1/peers/{peerId}                                        -> {"removed": bool}
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
 //   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"} -> ProgressView
 //   POST   /v1/stages/{s}/rounds/{r}/attempts/{a}/join   Member + "gatherSeconds"
 //                                                  -> 200 {"joined": true} | 409 {"error": "round closed"}
 //   GET    /v1/stages/{s}/rounds/{r}/attempts/{a}/group              -> GroupView
+//   POST   /v1/events                              {"kind","count"}  -> {} (counts what peers report:
+//                                                  checkpoint restores, lost samples, hand-offs...)
+//   GET    /v1/stats                                                 -> {"rebalanceMoves", "events",
+//                                                                        "assignments"}
 //   GET    /healthz                                                  -> {"status": "ok"}
+//
+// Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
+// Rebalancer look at the live workers' loads (queue length, samples/s); a planned move is
+// handed to the moved worker as "assignedStage" in its heartbeat replies until it announces
+// itself on that stage. One move is in flight at a time.
 //
 // Errors are {"error": "<field>: <problem>, got <value>"} with 400 (bad input), 404 (no such
 // path), 405 (wrong method), 413 (body too large) or 500 (a bug; logged).
@@ -19,7 +29,12 @@
 #include <mutex>
 #include <string>
 
+#include <map>
+#include <memory>
+#include <optional>
+
 #include "planner/peer_table.h"
+#include "planner/rebalance.h"
 #include "planner/round_book.h"
 
 namespace swarm::registry {
@@ -28,6 +43,8 @@ struct RegistryOptions {
   double peer_expiry_seconds = 15;
   // Seconds on a monotonic clock; defaults to std::chrono::steady_clock. Tests may inject one.
   std::function<double()> clock;
+  int num_stages = 0;                                // needed for rebalancing
+  std::optional<planner::RebalanceOptions> rebalance;  // unset = no rebalancing
 };
 
 struct HttpReply {
@@ -47,11 +64,16 @@ class RegistryService {
 
  private:
   double now() const;
+  void maybe_rebalance(double t);  // REQUIRES: mu_ held
 
   RegistryOptions options_;
   std::mutex mu_;
   planner::PeerTable peers_;
   planner::RoundBook rounds_;
+  std::unique_ptr<planner::Rebalancer> rebalancer_;
+  std::map<std::string, int> assignments_;  // worker -> stage it was told to move to
+  int64_t rebalance_moves_ = 0;
+  std::map<std::string, int64_t> events_;
 };
 
 }  // namespace swarm::registry

@@ -1,0 +1,129 @@
+// Workers and trainers serve Prometheus metrics: the exposition passes `promtool check metrics`
+// (naming and format lint) and a real Prometheus server scrapes and queries them.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/swarm/swarm_fixture.h"
+#include "worker/swarm/metrics.h"
+#include "worker/swarm/ports.h"
+#include "worker/swarm/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace swarm {
+namespace {
+
+// Runs a shell command; returns (exit code, stdout+stderr).
+std::pair<int, std::string> sh(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, ""};
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+std::string scrape(int port) {
+  return sh("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics").second;
+}
+
+std::pair<int, std::string> promtool_check(const std::string& exposition) {
+  const auto path = fs::temp_directory_path() / ("swarm-metrics-" + std::to_string(::getpid()) + ".txt");
+  std::ofstream(path) << exposition;
+  auto r = sh("promtool check metrics < " + path.string());
+  fs::remove(path);
+  return r;
+}
+
+runtime::TrainerReport train(testing::LocalSwarm& swarm, int64_t steps) {
+  runtime::TrainerOptions t;
+  t.spec = swarm.spec;
+  t.peer_id = "trainer0";
+  t.registry_url = swarm.registry->url();
+  t.secret = testing::kSecret;
+  t.max_steps = steps;
+  t.eval_batches = 1;
+  std::atomic<bool> stop{false};
+  return runtime::Trainer(t).run(stop);
+}
+
+TEST(Metrics, WorkerExpositionPassesPromtoolAfterTraining) {
+  ASSERT_EQ(sh("command -v promtool").first, 0) << "promtool missing: run scripts/install-deps.sh";
+  torch::set_num_threads(1);
+  testing::LocalSwarm swarm(testing::tiny_job(2, 2), 1);
+  ASSERT_TRUE(train(swarm, 2).finished);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // one heartbeat: byte counters
+  for (auto& w : swarm.workers) {
+    const std::string text = scrape(w->metrics_port());
+    for (const char* name : {"swarm_samples_processed_total", "swarm_request_duration_seconds_bucket",
+                             "swarm_queue_length", "swarm_network_sent_bytes_total",
+                             "swarm_network_received_bytes_total", "swarm_optimizer_step",
+                             "swarm_averaging_duration_seconds_count", "swarm_learning_rate"})
+      EXPECT_NE(text.find(name), std::string::npos) << name << " missing from\n" << text;
+    // Stage 0 serves forward + backward; the last stage serves forward_backward.
+    EXPECT_NE(text.find(w->status().stage == 0 ? "op=\"backward\"" : "op=\"forward_backward\""), std::string::npos);
+    auto [rc, out] = promtool_check(text);
+    EXPECT_EQ(rc, 0) << out;
+  }
+}
+
+TEST(Metrics, TrainerMetricNamesPassPromtool) {
+  runtime::Metrics m("127.0.0.1:0", "trainer", "t0");
+  m.observe_request(1, "forward", 0.02, 8);
+  m.add_retry(1, "forward");
+  m.add_failure(1, "forward");
+  m.set_loss(3.5);
+  m.set_peers(0, 2);
+  m.add_bytes(100, 200);
+  const std::string text = scrape(m.port());
+  ASSERT_FALSE(text.empty()) << "GET /metrics returned nothing";
+  for (const char* name : {"swarm_loss", "swarm_stage_peers", "swarm_requests_retried_total",
+                           "swarm_request_failures_total", "swarm_network_sent_bytes_total"})
+    EXPECT_NE(text.find(name), std::string::npos) << name;
+  auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(m.port()) + "/nope").second,
+            "200");
+}
+
+TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
+  ASSERT_EQ(sh("command -v prometheus").first, 0) << "prometheus missing: run scripts/install-deps.sh";
+  torch::set_num_threads(1);
+  testing::LocalSwarm swarm(testing::tiny_job(2, 1), 1);
+  ASSERT_TRUE(train(swarm, 1).finished);
+  const auto dir = fs::temp_directory_path() / ("swarm-prom-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const int prom_port = runtime::pick_free_port();
+  std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s}\nscrape_configs:\n"
+                                        << "  - job_name: swarm-worker\n    static_configs:\n"
+                                        << "      - targets: ['127.0.0.1:" << swarm.workers[0]->metrics_port()
+                                        << "', '127.0.0.1:" << swarm.workers[1]->metrics_port() << "']\n";
+  const std::string start = "prometheus --config.file=" + (dir / "prometheus.yml").string() +
+                            " --storage.tsdb.path=" + (dir / "data").string() +
+                            " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
+                            (dir / "prometheus.log").string() + " 2>&1 & echo $!";
+  const auto pid = std::stol(sh(start).second);
+  std::string result;
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    result = sh("curl -s 'http://127.0.0.1:" + std::to_string(prom_port) +
+                "/api/v1/query?query=sum(swarm_samples_processed_total)by(stage)'").second;
+    if (result.find("\"stage\":\"1\"") != std::string::npos && result.find("\"stage\":\"0\"") != std::string::npos)
+      break;
+  }
+  sh("kill " + std::to_string(pid));
+  EXPECT_NE(result.find("\"status\":\"success\""), std::string::npos) << result;
+  EXPECT_NE(result.find("\"stage\":\"0\""), std::string::npos) << result;
+  EXPECT_NE(result.find("\"stage\":\"1\""), std::string::npos) << result;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace swarm

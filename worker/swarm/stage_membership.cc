@@ -1,0 +1,308 @@
+// How a worker enters, keeps up with and leaves a stage.
+//
+//  * Join: a new peer (or one the rebalancer moved) builds the stage's model and downloads the
+//    parameters AND optimizer state of a live peer of the stage (donor chosen by
+//    planner::choose_donor, so joiners spread over donors). With no live peer it restores the
+//    stage's latest checkpoint; with neither it starts from the seed (and says so loudly).
+//    While joining it announces "joining": trainers do not route to it and averaging rounds do
+//    not wait for it.
+//  * Behind: a peer that finds its stage's averaging round closed without it, or sees a peer of
+//    its stage two or more steps ahead, drops its local gradients (counted as lost samples: no
+//    stale gradient is ever applied) and downloads the current state again.
+//  * Leave (moved by the rebalancer, or SIGTERM): refuse new forwards, finish the backwards it
+//    owes, hand its accumulated gradient to a peer that stays, then move or exit. The last peer of
+//    a stage writes a checkpoint instead, when checkpoints are configured.
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "planner/rebalance.h"
+#include "worker/model/state.h"
+#include "worker/swarm/checkpoint.h"
+#include "worker/swarm/job_model.h"
+#include "worker/swarm/protocol.h"
+#include "worker/swarm/stage_server_impl.h"
+#include "worker/swarm/tensor_wire.h"
+
+namespace swarm::runtime {
+namespace {
+
+bool serving(const planner::PeerRecord& p) { return p.state == "serving" || p.state == "averaging"; }
+
+torch::Tensor flat_grads(model::StageModel& m) {
+  std::vector<torch::Tensor> parts;
+  for (auto& p : m.parameters()) {
+    auto g = p.grad();
+    parts.push_back(g.defined() ? g.detach().reshape({-1}).to(torch::kFloat32).cpu()
+                                : torch::zeros({p.numel()}, torch::kFloat32));
+  }
+  return torch::cat(parts);
+}
+
+}  // namespace
+
+void StageServer::Impl::report_event(const std::string& kind, int64_t count) {
+  if (count <= 0) return;
+  try {
+    registry->add_event(kind, count);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not report {} {}: {}", opt.peer_id, count, kind, e.what());
+  }
+}
+
+void StageServer::Impl::become_stage(int s, const char* why) {
+  ready = false;
+  stage = s;
+  model = model::make_stage(model_cfg, s, stage_seed(opt.spec));
+  model->to(device);
+  optimizer = std::make_unique<model::StageOptimizer>(*model, optimizer_config(opt.spec));
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    round = 0;
+    samples_done = samples_outstanding = others_samples = 0;
+    activations.clear();
+    target_latched = false;
+    closing_since = 0;
+    leaving = false;
+  }
+  try {
+    announce("joining");
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not announce: {}", opt.peer_id, e.what());
+  }
+  if (!sync_state(s, 0))
+    spdlog::warn("worker {}: stage {} has no live peer and no checkpoint: starting from the seed", opt.peer_id, s);
+  fingerprint = model::param_fingerprint(*model);
+  metrics->set_optimizer_step(s, static_cast<double>(round.load()));
+  ready = true;
+  try {
+    announce("");
+  } catch (const std::exception&) {
+  }
+  spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
+}
+
+bool StageServer::Impl::sync_state(int s, int64_t min_round) {
+  std::vector<planner::PeerLoad> loads;
+  std::map<std::string, planner::PeerRecord> by_id;
+  try {
+    for (const auto& p : registry->peers("worker", s)) {
+      if (p.peer_id == opt.peer_id || !serving(p) || p.round < min_round) continue;
+      loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second, false});
+      by_id[p.peer_id] = p;
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot list stage {}'s peers: {}", opt.peer_id, s, e.what());
+  }
+  std::map<std::string, int> tried;
+  while (!loads.empty()) {
+    auto donor_id = planner::choose_donor(loads, opt.peer_id, tried);
+    if (!donor_id) break;
+    const auto& donor = by_id[*donor_id];
+    try {
+      net::Client client(donor.host, static_cast<uint16_t>(donor.port), opt.secret, client_options);
+      auto reply = client.call(make_message(net::StateRequest, {{"stage", s}}),
+                               to_ms(opt.spec.timeouts.averaging_seconds));
+      if (reply.type != net::StateReply || reply.tensors.size() != 1)
+        throw std::runtime_error("unexpected reply to a state request");
+      const auto& w = reply.tensors[0];
+      model::load_state(std::string(reinterpret_cast<const char*>(w.data), w.nbytes), *model, *optimizer);
+      round = meta_int(parse_meta(reply), "round");
+      spdlog::info("worker {}: downloaded stage {} step {} from {} ({} bytes)", opt.peer_id, s, round.load(),
+                   donor.peer_id, w.nbytes);
+      report_event("state_downloads", 1);
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: state download from {} failed: {}", opt.peer_id, donor.peer_id, e.what());
+      loads.erase(std::remove_if(loads.begin(), loads.end(),
+                                 [&](const planner::PeerLoad& l) { return l.peer_id == *donor_id; }),
+                  loads.end());
+    }
+  }
+  if (!opt.spec.checkpoint.path.empty()) {
+    for (const auto& ckpt : list_checkpoints(opt.spec.checkpoint.path, s)) {
+      try {
+        model::load_state(read_checkpoint(ckpt.path), *model, *optimizer);
+        round = ckpt.step;
+        spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
+                     ckpt.step);
+        report_event("checkpoint_restores", 1);
+        return true;
+      } catch (const std::exception& e) {
+        spdlog::error("worker {}: checkpoint {} unusable: {}", opt.peer_id, ckpt.path, e.what());
+      }
+    }
+  }
+  return false;
+}
+
+void StageServer::Impl::check_behind(const std::vector<planner::PeerRecord>& stage_peers) {
+  const int64_t mine = round.load();
+  for (const auto& p : stage_peers) {
+    if (p.peer_id != opt.peer_id && serving(p) && p.round >= mine + 2) {
+      spdlog::warn("worker {}: {} is at step {}, this peer at {}: re-syncing", opt.peer_id, p.peer_id, p.round, mine);
+      resync_requested = true;
+      cv.notify_all();
+      return;
+    }
+  }
+}
+
+void StageServer::Impl::resync() {
+  int64_t lost = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    lost = samples_done;
+    samples_done = samples_outstanding = others_samples = 0;
+    activations.clear();
+    target_latched = false;
+    closing_since = 0;
+  }
+  optimizer->zero_grad();
+  ready = false;
+  try {
+    announce("joining");
+  } catch (const std::exception&) {
+  }
+  const int64_t before = round.load();
+  if (!sync_state(stage.load(), before + 1)) sync_state(stage.load(), before);
+  fingerprint = model::param_fingerprint(*model);
+  ready = true;
+  report_event("resyncs", 1);
+  report_event("samples_lost", lost);
+  spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id,
+               stage.load(), before, round.load(), lost);
+  cv.notify_all();
+}
+
+bool StageServer::Impl::handoff_gradients() {
+  int64_t samples;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples = samples_done;
+  }
+  if (samples == 0) return true;
+  const int s = stage.load();
+  const auto flat = flat_grads(*model);
+  std::vector<planner::PeerRecord> peers;
+  try {
+    peers = registry->peers("worker", s);
+  } catch (const std::exception&) {
+  }
+  for (const auto& p : peers) {
+    if (p.peer_id == opt.peer_id || !serving(p) || p.round != round.load()) continue;
+    try {
+      net::Client client(p.host, static_cast<uint16_t>(p.port), opt.secret, client_options);
+      auto m = make_message(kGradientHandoff, {{"stage", s}, {"round", round.load()}, {"samples", samples},
+                                               {"peer", opt.peer_id}});
+      m.tensors.push_back(to_wire(flat));
+      client.call(std::move(m), to_ms(opt.spec.timeouts.backward_seconds));
+      spdlog::info("worker {}: handed {} samples of gradient to {}", opt.peer_id, samples, p.peer_id);
+      report_event("handoffs", 1);
+      return true;
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: hand-off to {} failed: {}", opt.peer_id, p.peer_id, e.what());
+    }
+  }
+  return false;
+}
+
+net::Message StageServer::Impl::do_handoff(Task& task) {
+  const auto& m = task.request;
+  const int64_t r = meta_int(task.meta, "round");
+  const int64_t samples = meta_int(task.meta, "samples");
+  if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
+  if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
+    throw std::invalid_argument("handoff: expected one float32 gradient tensor");
+  if (r != round.load()) throw std::runtime_error(kRoundClosed);
+  auto flat = from_wire(m.tensors[0]);
+  int64_t offset = 0, total = 0;
+  for (auto& p : model->parameters()) total += p.numel();
+  if (flat.numel() != total)
+    throw std::invalid_argument("handoff: gradient has " + std::to_string(flat.numel()) + " values, stage has " +
+                                std::to_string(total));
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) {
+    auto slice = flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.device(), p.scalar_type());
+    if (p.grad().defined()) p.mutable_grad().add_(slice);
+    else p.mutable_grad() = slice.clone();
+    offset += p.numel();
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples_done += samples;
+  }
+  return make_message(kHandoffReply, {{"accepted", true}, {"round", r}});
+}
+
+void StageServer::Impl::complete_leave() {
+  const int from = stage.load();
+  int64_t lost = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    lost = samples_outstanding;  // forwards whose backward never came: their trainers recompute
+    expire_activations_locked(now_seconds(), true);
+  }
+  bool alone = true;
+  try {
+    for (const auto& p : registry->peers("worker", from))
+      if (p.peer_id != opt.peer_id && serving(p)) alone = false;
+  } catch (const std::exception&) {
+  }
+  if (!handoff_gradients()) {
+    std::lock_guard<std::mutex> lk(mu);
+    lost += samples_done;
+  }
+  if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now();
+  report_event("samples_lost", lost);
+  optimizer->zero_grad();
+  const int to = move_to.exchange(-1);
+  if (to >= 0 && to != from) {
+    report_event("stage_moves", 1);
+    become_stage(to, "moved by the rebalancer");
+    return;
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  if (to >= 0) {
+    leaving = false;  // assigned to the stage it is on: nothing to do
+    return;
+  }
+  left = true;
+  cv.notify_all();
+}
+
+void StageServer::Impl::write_checkpoint_now() {
+  try {
+    auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), round.load(),
+                                 model::save_state(*model, *optimizer), opt.spec.checkpoint.keep);
+    spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: {}", opt.peer_id, e.what());
+  }
+}
+
+void StageServer::Impl::maybe_checkpoint(bool writer) {
+  if (!writer || opt.spec.checkpoint.path.empty()) return;
+  if (round.load() % opt.spec.checkpoint.every_steps != 0) return;
+  write_checkpoint_now();
+}
+
+void StageServer::Impl::drain(double seconds) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (stopping || left) return;
+    leaving = true;
+    leave_deadline = now_seconds() + seconds;
+  }
+  cv.notify_all();
+  try {
+    announce("");
+  } catch (const std::exception&) {
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait_for(lk, to_ms(seconds + 5), [&] { return left || stopping; });
+}
+
+void StageServer::drain(double seconds) { impl_->drain(seconds); }
+
+}  // namespace swarm::runtime
