@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "common/job_spec.h"
@@ -76,6 +77,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cmd_local->add_option("--seed", local.seed, "seed of the preemption schedule (default spec.training.seed)")
       ->check(CLI::NonNegativeNumber);
+  std::string per_stage_list;
+  cmd_local->add_option("--workers-per-stage", per_stage_list,
+                        "start this many workers on each stage, e.g. 4,1,1 (default spec.workers.perStage)");
+  std::vector<std::string> slow_workers;
+  cmd_local->add_option("--slow-worker", slow_workers, "NAME=FACTOR: emulate a slower machine, e.g. stage0-w1=3");
   bool no_progress = false;
   cmd_local->add_flag("--no-progress", no_progress, "do not print the live progress line");
 
@@ -96,6 +102,8 @@ int main(int argc, char** argv) {
   cmd_worker->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
   cmd_worker->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
   cmd_worker->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
+  cmd_worker->add_option("--slowdown", worker.slowdown, "emulate a machine this many times slower (benchmarks)")
+      ->check(CLI::Range(1.0, 100.0));
   std::string checkpoint_dir;
   cmd_worker->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
 
@@ -132,6 +140,31 @@ int main(int argc, char** argv) {
   try {
     if (*cmd_local) {
       local.self_exe = self_exe();
+      if (!per_stage_list.empty()) {
+        std::stringstream ss(per_stage_list);
+        for (std::string item; std::getline(ss, item, ',');) {
+          int n = -1;
+          try {
+            n = std::stoi(item);
+          } catch (const std::exception&) {
+          }
+          if (n < 0 || n > 1024)
+            throw std::invalid_argument("--workers-per-stage: expected counts 0..1024 like 4,1,1, got \"" +
+                                        per_stage_list + "\"");
+          local.workers_per_stage.push_back(n);
+        }
+      }
+      for (const auto& sw : slow_workers) {
+        auto eq = sw.find('=');
+        double f = 0;
+        try {
+          f = eq == std::string::npos ? 0 : std::stod(sw.substr(eq + 1));
+        } catch (const std::exception&) {
+        }
+        if (eq == std::string::npos || eq == 0 || f < 1)
+          throw std::invalid_argument("--slow-worker: expected NAME=FACTOR with FACTOR >= 1, got \"" + sw + "\"");
+        local.slow_workers[sw.substr(0, eq)] = f;
+      }
       local.progress = !no_progress;
       local.log_level = log_level;
       return swarm::runtime::run_local(local, g_stop);

@@ -145,6 +145,51 @@ TEST(LocalRun, KillNineOfAWorkerMidRunLosesNoMicrobatchAndNoStep) {
   EXPECT_EQ(read_text(logs + "/stage0-w0.log").find("stepped without averaging"), std::string::npos);
 }
 
+const char* kElasticJob = R"(
+  model: {hiddenSize: 64, numHeads: 4, layersPerStage: 1, sequenceLength: 64}
+  pipeline: {stages: 2}
+  training: {globalBatch: 32, microbatch: 4, maxSteps: 120}
+  workers: {perStage: 2, threads: 1}
+  trainers: {inflightMicrobatches: 4}
+  timeouts: {heartbeatSeconds: 0.3, peerExpirySeconds: 1.5, forwardSeconds: 10, backwardSeconds: 10, averagingSeconds: 10}
+  checkpoint: {everySteps: 10}
+)";
+
+TEST(LocalRun, PreemptionsWithRespawnsKeepLoweringTheLoss) {
+  const auto dir = fresh_dir("preempt");
+  const auto job = write_job(dir, kElasticJob);
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
+                      "--preempt-every", "4", "--respawn-after", "1", "--seed", "7", "--steps", "300"},
+                     dir + "/out.log", 300);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(s["preemptions"].get<int64_t>(), 2) << s.dump();
+  EXPECT_GE(s["state_downloads"].get<int64_t>(), 1) << "replacements joined without downloading state";
+  EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
+  EXPECT_LT(s["loss_last"].get<double>(), 0.8 * s["loss_first"].get<double>()) << s.dump();
+  EXPECT_EQ(s["unaveraged_steps"].get<int64_t>(), 0) << "a peer stepped without its group";
+}
+
+TEST(LocalRun, GracefulHandOffOnSigtermLosesNoRequest) {
+  const auto dir = fresh_dir("notice");
+  const auto job = write_job(dir, kElasticJob);
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
+                      "--preempt-every", "4", "--preempt-notice", "2", "--respawn-after", "1", "--seed", "3",
+                      "--steps", "300"},
+                     dir + "/out.log", 300);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(s["preemptions"].get<int64_t>(), 2) << s.dump();
+  // Drained peers finished what they owed and refused new work: trainers never lost a microbatch
+  // and never had to recompute a forward whose peer vanished.
+  EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0) << s.dump();
+  EXPECT_EQ(s["samples_recomputed"].get<int64_t>(), 0) << s.dump();
+}
+
 TEST(LocalRun, InterruptStopsEveryChildProcess) {
   const auto dir = fresh_dir("sigint");
   const auto job = write_job(dir, R"(

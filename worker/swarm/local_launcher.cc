@@ -38,6 +38,7 @@ struct Child {
   pid_t pid = -1;
   std::string log;
   bool exited = false;
+  bool withdrawn = false;  // removed from discovery after it exited
   int status = 0;
 };
 
@@ -224,7 +225,11 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
                               : o.log_dir;
   fs::create_directories(dir);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int total_workers = static_cast<int>(spec.pipeline.stages * spec.workers.per_stage);
+  int total_workers = static_cast<int>(spec.pipeline.stages * spec.workers.per_stage);
+  if (!o.workers_per_stage.empty()) {
+    total_workers = 0;
+    for (int n : o.workers_per_stage) total_workers += n;
+  }
   const int threads = o.threads_per_worker > 0 ? o.threads_per_worker
                       : spec.workers.threads > 0 ? static_cast<int>(spec.workers.threads)
                                                  : std::max(1, cores / total_workers);
@@ -267,10 +272,17 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
                                      "--peer-id", id, "--registry", registry_url, "--threads",
                                      std::to_string(threads), "--drain-seconds", std::to_string(drain_seconds)};
     if (!checkpoint_dir.empty()) args.insert(args.end(), {"--checkpoint-dir", checkpoint_dir});
+    if (auto it = o.slow_workers.find(id); it != o.slow_workers.end())
+      args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
     start({"worker " + id, "worker", s, -1, id + ".log"}, args);
   };
-  for (int s = 0; s < spec.pipeline.stages; ++s)
-    for (int i = 0; i < spec.workers.per_stage; ++i) start_worker("stage" + std::to_string(s) + "-w" + std::to_string(i), s);
+  if (!o.workers_per_stage.empty() && static_cast<int64_t>(o.workers_per_stage.size()) != spec.pipeline.stages)
+    return fail("--workers-per-stage: expected " + std::to_string(spec.pipeline.stages) + " counts, got " +
+                std::to_string(o.workers_per_stage.size()));
+  for (int s = 0; s < spec.pipeline.stages; ++s) {
+    const int n = o.workers_per_stage.empty() ? static_cast<int>(spec.workers.per_stage) : o.workers_per_stage[s];
+    for (int i = 0; i < n; ++i) start_worker("stage" + std::to_string(s) + "-w" + std::to_string(i), s);
+  }
   std::vector<std::string> reports;
   for (int t = 0; t < spec.trainers.count; ++t) {
     const std::string id = "trainer" + std::to_string(t);
@@ -308,6 +320,8 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   std::vector<double> stage_empty(spec.pipeline.stages, 0.0);
   std::vector<int> final_peers;
   bool swarm_up = false;
+  std::vector<double> empty_since(spec.pipeline.stages, 0.0);
+  constexpr double kStageLostSeconds = 20;
   while (true) {
     reap(children);
     bool trainers_running = false;
@@ -316,6 +330,17 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     for (auto& c : children) {
       if (c.role == "registry" && c.exited)
         return fail("the registry exited (" + describe_exit(c.status) + "); its log:\n" + tail_of(c.log, 20));
+    }
+    // A worker process that died is gone now: tell discovery at once instead of letting its record
+    // expire (the operator does the same on pod deletion), so joiners see the empty slot.
+    for (auto& c : children) {
+      if (c.role == "worker" && c.exited && !c.withdrawn) {
+        c.withdrawn = true;
+        try {
+          registry.withdraw(c.name.substr(std::string("worker ").size()));
+        } catch (const std::exception&) {
+        }
+      }
     }
     if (preemptions.enabled()) {
       std::vector<std::string> alive;
@@ -344,23 +369,24 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
         bool all = true;
         for (int s = 0; s < spec.pipeline.stages; ++s) all = all && serving[s] > 0;
         swarm_up = swarm_up || all;  // start-up is not an outage
-        for (int s = 0; s < spec.pipeline.stages && swarm_up; ++s)
+        for (int s = 0; s < spec.pipeline.stages && swarm_up; ++s) {
           if (serving[s] == 0) stage_empty[s] += now - last_census;
+          empty_since[s] = serving[s] > 0 ? 0 : (empty_since[s] > 0 ? empty_since[s] : now);
+        }
         final_peers = serving;
       } catch (const std::exception&) {
       }
       last_census = now;
     }
+    // A stage with no serving peer stalls training; without respawns nothing will fill it.
     for (int s = 0; s < spec.pipeline.stages && !preemptions.enabled(); ++s) {
-      bool any = false;
-      for (auto& c : children) any = any || (c.role == "worker" && c.stage == s && !c.exited);
-      if (!any) {
-        std::string logs;
-        for (auto& c : children)
-          if (c.role == "worker" && c.stage == s)
-            logs += c.name + " (" + describe_exit(c.status) + "):\n" + tail_of(c.log, 15);
-        return fail("every worker of stage " + std::to_string(s) + " exited:\n" + logs);
-      }
+      if (empty_since[s] == 0 || now_seconds() - empty_since[s] < kStageLostSeconds) continue;
+      std::string logs;
+      for (auto& c : children)
+        if (c.role == "worker" && c.exited)
+          logs += c.name + " (" + describe_exit(c.status) + "):\n" + tail_of(c.log, 15);
+      return fail("stage " + std::to_string(s) + " has had no serving worker for " +
+                  std::to_string(static_cast<int>(kStageLostSeconds)) + " s; exited workers:\n" + logs);
     }
     if (stop) {
       interrupted = true;

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,8 @@ struct LocalOptions {
   double preempt_notice = 0;
   double respawn_after = 0;
   int64_t seed = -1;
+  std::vector<int> workers_per_stage;              // overrides spec.workers.perStage per stage
+  std::map<std::string, double> slow_workers;      // worker name -> slowdown factor
 };
 
 // Returns the process exit status: 0 when training ran to its end, non-zero on failure.

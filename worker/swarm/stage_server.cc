@@ -1,6 +1,7 @@
 #include "worker/swarm/stage_server.h"
 
 #include <chrono>
+#include <thread>
 #include <spdlog/spdlog.h>
 
 #include "planner/rebalance.h"
@@ -433,6 +434,8 @@ void StageServer::Impl::compute_loop() {
       reply = net::make_error(task->request.request_id, e.what());
       metrics->add_failure(stage.load(), op_name(task->request.type));
     }
+    if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
+      std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));
     const double done = now_seconds();
     busy_seconds = busy_seconds + (done - started);
     int64_t samples = meta_int(task->meta, "samples", 0);

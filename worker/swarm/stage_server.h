@@ -28,6 +28,7 @@ struct WorkerOptions {
   std::string secret;
   int threads = 1;                 // torch intra-op threads
   int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
+  double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer
 };
 
 struct WorkerStatus {

@@ -175,7 +175,10 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
     if (attempt == 0 && !preferred.empty()) peer = preferred;
     else peer = routers[stage]->pick_peer(op, samples, now_seconds(), tried);
     if (!peer && !tried.empty()) {
-      tried.clear();  // every peer failed once: try them again while time remains
+      // Every peer of the stage failed once: wait for discovery to catch up (a replacement, a
+      // peer coming back) before trying them again, rather than spinning on refused connections.
+      tried.clear();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(1000, 50 << std::min(attempt, 4))));
       peer = routers[stage]->pick_peer(op, samples, now_seconds(), tried);
     }
     if (now_seconds() > give_up)

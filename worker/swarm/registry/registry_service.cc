@@ -93,12 +93,16 @@ RegistryService::RegistryService(RegistryOptions options)
           .count();
     };
   }
+  started_at_ = now();
 }
 
 double RegistryService::now() const { return options_.clock(); }
 
 void RegistryService::maybe_rebalance(double t) {
   if (!rebalancer_ || !assignments_.empty()) return;
+  // The first period after start is for workers to register: a stage that looks empty then is
+  // only late, and moving a peer into it would unbalance the swarm it is about to have.
+  if (t - started_at_ < options_.rebalance->period_seconds) return;
   std::vector<planner::PeerLoad> loads;
   for (const auto& p : peers_.live(t, "worker")) {
     if (p.state == "draining") continue;

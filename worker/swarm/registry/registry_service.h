@@ -73,6 +73,7 @@ class RegistryService {
   std::unique_ptr<planner::Rebalancer> rebalancer_;
   std::map<std::string, int> assignments_;  // worker -> stage it was told to move to
   int64_t rebalance_moves_ = 0;
+  double started_at_ = 0;
   std::map<std::string, int64_t> events_;
 };
 
