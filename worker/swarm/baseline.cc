@@ -71,6 +71,8 @@ TrainerReport run_single_process(const JobSpec& spec, const BaselineOptions& opt
     }
     ++step;
     report.steps = step;
+    if (report.progress.empty() || now_seconds() - started - report.progress.back().first >= 1.0)
+      report.progress.emplace_back(now_seconds() - started, report.samples);
     if (options.on_progress && now_seconds() - last_progress >= 1.0) {
       last_progress = now_seconds();
       report.train_seconds = last_progress - started;

@@ -155,6 +155,7 @@ nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
     m["train_seconds"] = std::max(m["train_seconds"].get<double>(), r.value("train_seconds", 0.0));
     if (r.contains("peers_per_stage")) m["peers_per_stage"] = r["peers_per_stage"];
     if (r.contains("loss_curve") && !m.contains("loss_curve")) m["loss_curve"] = r["loss_curve"];
+    if (r.contains("progress") && !m.contains("progress")) m["progress"] = r["progress"];
     m["finished"] = m["finished"].get<bool>() && r.value("finished", false);
   }
   if (n > 0)
@@ -209,6 +210,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     if (o.progress) show(report, max_steps, tty, true);
     auto summary = make_summary(report, "single-process", now_seconds() - started);
     summary.erase("loss_curve");
+    summary.erase("progress");
     write_summary(make_summary(report, "single-process", now_seconds() - started));
     std::printf("%s\n", summary.dump(2).c_str());
     return stop ? 130 : 0;
@@ -320,6 +322,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   std::vector<double> stage_empty(spec.pipeline.stages, 0.0);
   std::vector<int> final_peers;
   bool swarm_up = false;
+  double serving_worker_seconds = 0, census_seconds = 0;  // capacity actually alive
   std::vector<double> empty_since(spec.pipeline.stages, 0.0);
   constexpr double kStageLostSeconds = 20;
   while (true) {
@@ -369,6 +372,12 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
         bool all = true;
         for (int s = 0; s < spec.pipeline.stages; ++s) all = all && serving[s] > 0;
         swarm_up = swarm_up || all;  // start-up is not an outage
+        if (swarm_up) {
+          int total = 0;
+          for (int n : serving) total += n;
+          serving_worker_seconds += total * (now - last_census);
+          census_seconds += now - last_census;
+        }
         for (int s = 0; s < spec.pipeline.stages && swarm_up; ++s) {
           if (serving[s] == 0) stage_empty[s] += now - last_census;
           empty_since[s] = serving[s] > 0 ? 0 : (empty_since[s] > 0 ? empty_since[s] : now);
@@ -418,6 +427,8 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   double empty_total = 0;
   for (double v : stage_empty) empty_total += v;
   summary["stage_empty_seconds"] = empty_total;
+  summary["initial_workers"] = total_workers;
+  summary["mean_serving_workers"] = census_seconds > 0 ? serving_worker_seconds / census_seconds : 0.0;
   if (!final_peers.empty()) summary["peers_per_stage"] = final_peers;
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
@@ -426,6 +437,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     summary[k] = events.value(k, int64_t{0});
   write_summary(summary);
   summary.erase("loss_curve");
+  summary.erase("progress");
   std::printf("%s\n", summary.dump(2).c_str());
   if (interrupted) return 130;
   int rc = 0;

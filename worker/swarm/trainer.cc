@@ -41,6 +41,8 @@ void write_atomically(const std::string& path, const std::string& text) {
 nlohmann::json TrainerReport::to_json() const {
   nlohmann::json curve = nlohmann::json::array();
   for (const auto& [s, l] : loss_curve) curve.push_back({s, l});
+  nlohmann::json prog = nlohmann::json::array();
+  for (const auto& [t, n] : progress) prog.push_back({t, n});
   return {{"steps", steps},
           {"samples", samples},
           {"microbatches", microbatches},
@@ -56,7 +58,8 @@ nlohmann::json TrainerReport::to_json() const {
           {"samples_recomputed", samples_recomputed},
           {"train_seconds", train_seconds},
           {"finished", finished},
-          {"loss_curve", curve}};
+          {"loss_curve", curve},
+          {"progress", prog}};
 }
 
 struct Trainer::Impl {
@@ -119,6 +122,7 @@ struct Trainer::Impl {
   std::mutex loss_mu;
   std::vector<double> first_losses, recent_losses;
   std::vector<std::pair<int64_t, double>> curve;
+  std::vector<std::pair<double, int64_t>> progress;  // guarded by loss_mu
   double loss_ema = 0;
   double train_started = 0, train_ended = 0;
   double eval_loss = 0;
@@ -336,6 +340,7 @@ TrainerReport Trainer::Impl::snapshot() {
   r.train_seconds = train_started > 0 ? end - train_started : 0;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0;
   r.finished = finished;
+  r.progress = progress;
   const size_t stride = std::max<size_t>(1, curve.size() / 256);
   for (size_t i = 0; i < curve.size(); i += stride) r.loss_curve.push_back(curve[i]);
   return r;
@@ -360,6 +365,10 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
         I.refresh_peers();
       } catch (const std::exception& e) {
         spdlog::warn("trainer {}: discovery failed: {}", I.opt.peer_id, e.what());
+      }
+      if (now_seconds() - last_report >= 1.0 && I.train_started > 0) {
+        std::lock_guard<std::mutex> lk(I.loss_mu);
+        if (I.progress.size() < 100000) I.progress.emplace_back(now_seconds() - I.train_started, I.samples.load());
       }
       if (!I.opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
         try {

@@ -47,6 +47,7 @@ struct TrainerReport {
   double train_seconds = 0;
   bool finished = false;
   std::vector<std::pair<int64_t, double>> loss_curve;  // (samples so far, microbatch loss), thinned
+  std::vector<std::pair<double, int64_t>> progress;    // (seconds since training began, samples), ~1/s
 
   nlohmann::json to_json() const;
 };
