@@ -12,6 +12,7 @@
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/ports.h"
+#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;
@@ -123,6 +124,36 @@ TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
   EXPECT_NE(result.find("\"stage\":\"0\""), std::string::npos) << result;
   EXPECT_NE(result.find("\"stage\":\"1\""), std::string::npos) << result;
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace swarm
+
+namespace swarm {
+namespace {
+
+TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
+  registry::RegistryServer server("127.0.0.1", 0);
+  server.start();
+  registry::RegistryClient client(server.url(), std::chrono::seconds(2));
+  planner::PeerRecord rec;
+  rec.peer_id = "w0";
+  rec.role = "worker";
+  rec.stage = 1;
+  rec.host = "127.0.0.1";
+  rec.port = 9;
+  rec.state = "serving";
+  client.announce(rec);
+  client.add_event("preemptions", 2);
+  client.add_event("checkpoint_restores", 1);
+  const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
+  EXPECT_NE(text.find("swarm_swarm_events_total{kind=\"preemptions\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("swarm_registry_peers{role=\"worker\",stage=\"1\",state=\"serving\"} 1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("swarm_rebalance_moves_total 0"), std::string::npos) << text;
+  auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << out;
+  server.stop();
 }
 
 }  // namespace

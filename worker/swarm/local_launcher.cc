@@ -349,7 +349,15 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       std::vector<std::string> alive;
       for (auto& c : children)
         if (c.role == "worker" && !c.exited) alive.push_back(c.name);
-      for (const auto& a : preemptions.due(now_seconds(), alive)) {
+      const int64_t before = preemptions.preemptions();
+      const auto actions = preemptions.due(now_seconds(), alive);
+      if (preemptions.preemptions() > before) {
+        try {
+          registry.add_event("preemptions", preemptions.preemptions() - before);
+        } catch (const std::exception&) {
+        }
+      }
+      for (const auto& a : actions) {
         if (a.kind == PreemptionAction::Respawn) {
           start_worker("joiner" + std::to_string(joiners++), -1);
           continue;
@@ -357,6 +365,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
         for (auto& c : children) {
           if (c.name != a.victim || c.exited) continue;
           spdlog::info("preempting {} ({})", c.name, a.kind == PreemptionAction::Kill ? "SIGKILL" : "SIGTERM");
+
           ::kill(c.pid, a.kind == PreemptionAction::Kill ? SIGKILL : SIGTERM);
         }
       }
@@ -432,7 +441,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   if (!final_peers.empty()) summary["peers_per_stage"] = final_peers;
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
-  for (const char* k : {"checkpoint_restores", "samples_lost", "handoffs", "resyncs", "state_downloads",
+  for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "samples_lost", "handoffs", "resyncs", "state_downloads",
                         "stage_moves", "unaveraged_steps"})
     summary[k] = events.value(k, int64_t{0});
   write_summary(summary);

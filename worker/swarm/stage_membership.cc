@@ -127,6 +127,14 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round) {
         spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
                      ckpt.step);
         report_event("checkpoint_restores", 1);
+        // Work lost with the stage: how far the rest of the swarm had got past the checkpoint.
+        try {
+          int64_t ahead = 0;
+          for (const auto& p : registry->peers("worker"))
+            if (p.stage != s && serving(p)) ahead = std::max(ahead, p.round);
+          report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
+        } catch (const std::exception&) {
+        }
         return true;
       } catch (const std::exception& e) {
         spdlog::error("worker {}: checkpoint {} unusable: {}", opt.peer_id, ckpt.path, e.what());

@@ -76,7 +76,7 @@ int probe_free_port(const std::string& host) {
 void send(http_request req, const HttpReply& r) {
   try {
     http_response resp(static_cast<web::http::status_code>(r.status));
-    resp.set_body(r.body, "application/json");
+    resp.set_body(r.body, r.content_type);
     // Observe the reply's outcome: an unobserved failed pplx task terminates the process.
     req.reply(resp).then([](pplx::task<void> t) {
       try {

@@ -1,6 +1,8 @@
 #include "worker/swarm/registry/registry_service.h"
 
+#include <cctype>
 #include <chrono>
+#include <tuple>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -133,6 +135,29 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
                             wire::describe(json(method)));
     };
 
+    if (n == 1 && seg[0] == "metrics") {
+      if (method != "GET") return wrong_method("GET");
+      std::lock_guard<std::mutex> lock(mu_);
+      const double t = now();
+      std::map<std::tuple<std::string, int, std::string>, int> census;
+      for (const auto& p : peers_.live(t)) census[{p.role, p.stage, p.state}]++;
+      std::string out =
+          "# HELP swarm_rebalance_moves_total Stage moves planned by the rebalancer\n"
+          "# TYPE swarm_rebalance_moves_total counter\n"
+          "swarm_rebalance_moves_total " + std::to_string(rebalance_moves_) + "\n"
+          "# HELP swarm_swarm_events_total Events reported by peers and the launcher (preemptions, "
+          "checkpoint restores, lost samples, hand-offs, re-syncs, state downloads)\n"
+          "# TYPE swarm_swarm_events_total counter\n";
+      for (const auto& [kind, count] : events_)
+        out += "swarm_swarm_events_total{kind=\"" + kind + "\"} " + std::to_string(count) + "\n";
+      out += "# HELP swarm_registry_peers Live peers by role, stage and state\n"
+             "# TYPE swarm_registry_peers gauge\n";
+      for (const auto& [key, count] : census)
+        out += "swarm_registry_peers{role=\"" + std::get<0>(key) + "\",stage=\"" + std::to_string(std::get<1>(key)) +
+               "\",state=\"" + std::get<2>(key) + "\"} " + std::to_string(count) + "\n";
+      return HttpReply{200, out, "text/plain; version=0.0.4"};
+    }
+
     if (n == 1 && seg[0] == "healthz") {
       if (method != "GET") return wrong_method("GET");
       return reply(200, json{{"status", "ok"}});
@@ -199,9 +224,15 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
     if (n == 2 && seg[0] == "v1" && seg[1] == "events") {
       if (method != "POST") return wrong_method("POST");
       const json j = wire::parse_object(body);
-      if (!j.contains("kind") || !j.at("kind").is_string() || j.at("kind").get<std::string>().empty() ||
-          j.at("kind").get<std::string>().size() > 64)
-        throw BadField("kind", "must be a non-empty string of at most 64 characters",
+      auto valid_kind = [](const std::string& k) {
+        if (k.empty() || k.size() > 64) return false;
+        for (char c : k)
+          if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_'))
+            return false;
+        return true;
+      };
+      if (!j.contains("kind") || !j.at("kind").is_string() || !valid_kind(j.at("kind").get<std::string>()))
+        throw BadField("kind", "must be 1-64 characters of [a-z0-9_]",
                        j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
       const int64_t count = wire::get_int(j, "count", 0, kMaxRound);
       std::lock_guard<std::mutex> lock(mu_);

@@ -14,6 +14,8 @@
 //                                                  checkpoint restores, lost samples, hand-offs...)
 //   GET    /v1/stats                                                 -> {"rebalanceMoves", "events",
 //                                                                        "assignments"}
+//   GET    /metrics                                                  -> Prometheus text format:
+//          swarm_rebalance_moves_total, swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state}
 //   GET    /healthz                                                  -> {"status": "ok"}
 //
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
@@ -49,7 +51,8 @@ struct RegistryOptions {
 
 struct HttpReply {
   int status = 200;
-  std::string body;  // JSON
+  std::string body;  // JSON, or the Prometheus text format for /metrics
+  std::string content_type = "application/json";
 };
 
 class RegistryService {
