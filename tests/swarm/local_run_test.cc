@@ -160,7 +160,7 @@ TEST(LocalRun, PreemptionsWithRespawnsKeepLoweringTheLoss) {
   const auto job = write_job(dir, kElasticJob);
   const std::string summary = dir + "/summary.json";
   const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
-                      "--preempt-every", "4", "--respawn-after", "1", "--seed", "7", "--steps", "300"},
+                      "--preempt-every", "6", "--respawn-after", "1", "--seed", "7", "--steps", "250"},
                      dir + "/out.log", 300);
   ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
   auto s = read_json(summary);
@@ -177,8 +177,8 @@ TEST(LocalRun, GracefulHandOffOnSigtermLosesNoRequest) {
   const auto job = write_job(dir, kElasticJob);
   const std::string summary = dir + "/summary.json";
   const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
-                      "--preempt-every", "4", "--preempt-notice", "2", "--respawn-after", "1", "--seed", "3",
-                      "--steps", "300"},
+                      "--preempt-every", "6", "--preempt-notice", "2", "--respawn-after", "1", "--seed", "3",
+                      "--steps", "250"},
                      dir + "/out.log", 300);
   ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
   auto s = read_json(summary);

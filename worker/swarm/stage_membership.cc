@@ -70,8 +70,12 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not announce: {}", opt.peer_id, e.what());
   }
-  if (!sync_state(s, 0))
-    spdlog::warn("worker {}: stage {} has no live peer and no checkpoint: starting from the seed", opt.peer_id, s);
+  if (!sync_state(s, 0)) {
+    const int64_t ahead = align_with_swarm(s);
+    spdlog::warn("worker {}: stage {} has no live peer and no checkpoint: starting from the seed at step {}",
+                 opt.peer_id, s, ahead);
+    if (ahead > 0) report_event("checkpoint_steps_lost", ahead);
+  }
   fingerprint = model::param_fingerprint(*model);
   metrics->set_optimizer_step(s, static_cast<double>(round.load()));
   ready = true;
@@ -80,6 +84,21 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   } catch (const std::exception&) {
   }
   spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
+}
+
+int64_t StageServer::Impl::align_with_swarm(int s) {
+  int64_t ahead = 0;
+  try {
+    for (const auto& p : registry->peers("worker"))
+      if (p.stage != s && serving(p)) ahead = std::max(ahead, p.round);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot read the swarm's step: {}", opt.peer_id, e.what());
+  }
+  if (ahead > round.load()) {
+    round = ahead;
+    optimizer->set_step_count(ahead);
+  }
+  return ahead;
 }
 
 bool StageServer::Impl::sync_state(int s, int64_t min_round) {
@@ -127,14 +146,10 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round) {
         spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
                      ckpt.step);
         report_event("checkpoint_restores", 1);
-        // Work lost with the stage: how far the rest of the swarm had got past the checkpoint.
-        try {
-          int64_t ahead = 0;
-          for (const auto& p : registry->peers("worker"))
-            if (p.stage != s && serving(p)) ahead = std::max(ahead, p.round);
-          report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
-        } catch (const std::exception&) {
-        }
+        // Work lost with the stage: how far the rest of the swarm got past the checkpoint. The
+        // stage takes up the swarm's step number (and learning-rate schedule) from there on.
+        const int64_t ahead = align_with_swarm(s);
+        report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
         return true;
       } catch (const std::exception& e) {
         spdlog::error("worker {}: checkpoint {} unusable: {}", opt.peer_id, ckpt.path, e.what());

@@ -76,6 +76,7 @@ struct StageServer::Impl {
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
   void become_stage(int s, const char* why);  // new model for stage s, then sync_state
   bool sync_state(int s, int64_t min_round);  // from a live donor, else the latest checkpoint
+  int64_t align_with_swarm(int s);            // take up the other stages' step number
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
   bool handoff_gradients();                   // to another live peer of the stage
