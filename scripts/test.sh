@@ -3,5 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
+# A real kube-apiserver, etcd and kube-scheduler for the operator's tests: built once from the Go
+# module proxy and cached under ~/.cache/swarm-operator (about 7 minutes the first time).
+bash scripts/k8s/build-testenv.sh >/dev/null
 cd build
 ctest --output-on-failure --timeout 600 -j 2 "$@"

@@ -1,0 +1,99 @@
+#include "operator/api/status.h"
+
+namespace swarm::op {
+
+json to_json(const SwarmJobStatus& s) {
+  json j = {{"phase", s.phase},
+            {"observedGeneration", s.observed_generation},
+            {"workersReady", std::to_string(s.ready_workers) + "/" + std::to_string(s.desired_workers)},
+            {"readyWorkers", s.ready_workers},
+            {"desiredWorkers", s.desired_workers},
+            {"trainersReady", s.trainers_ready},
+            {"step", s.step},
+            {"samplesPerSecond", s.samples_per_second},
+            {"loss", s.loss},
+            {"preemptions", s.preemptions},
+            {"stageReassignments", s.stage_reassignments}};
+  j["conditions"] = json::array();
+  for (const auto& c : s.conditions) {
+    j["conditions"].push_back({{"type", c.type}, {"status", c.status}, {"reason", c.reason},
+                               {"message", c.message}, {"lastTransitionTime", c.last_transition_time},
+                               {"observedGeneration", c.observed_generation}});
+  }
+  j["stages"] = json::array();
+  for (const auto& st : s.stages) {
+    j["stages"].push_back({{"stage", st.stage}, {"ready", st.ready}, {"desired", st.desired},
+                           {"pending", st.pending}, {"samplesPerSecond", st.samples_per_second}});
+  }
+  j["pools"] = json::array();
+  for (const auto& p : s.pools) {
+    json pj = {{"name", p.name}, {"ready", p.ready}, {"workers", p.workers},
+               {"unschedulable", p.unschedulable}, {"available", p.available}};
+    if (!p.unavailable_since.empty()) pj["unavailableSince"] = p.unavailable_since;
+    if (!p.retry_at.empty()) pj["retryAt"] = p.retry_at;
+    if (!p.reason.empty()) pj["reason"] = p.reason;
+    j["pools"].push_back(pj);
+  }
+  if (!s.last_preemption_time.empty()) j["lastPreemptionTime"] = s.last_preemption_time;
+  j["reclaimedNodes"] = s.reclaimed_nodes;
+  return j;
+}
+
+SwarmJobStatus status_from_json(const json& j) {
+  SwarmJobStatus s;
+  if (!j.is_object()) return s;
+  s.phase = j.value("phase", "Pending");
+  s.observed_generation = j.value("observedGeneration", 0LL);
+  s.ready_workers = j.value("readyWorkers", 0);
+  s.desired_workers = j.value("desiredWorkers", 0);
+  s.trainers_ready = j.value("trainersReady", 0);
+  s.step = j.value("step", 0LL);
+  s.samples_per_second = j.value("samplesPerSecond", 0.0);
+  s.loss = j.value("loss", 0.0);
+  s.preemptions = j.value("preemptions", 0LL);
+  s.last_preemption_time = j.value("lastPreemptionTime", "");
+  s.stage_reassignments = j.value("stageReassignments", 0LL);
+  for (const auto& c : j.value("conditions", json::array())) {
+    s.conditions.push_back({c.value("type", ""), c.value("status", ""), c.value("reason", ""),
+                            c.value("message", ""), c.value("lastTransitionTime", ""),
+                            c.value("observedGeneration", 0LL)});
+  }
+  for (const auto& st : j.value("stages", json::array())) {
+    s.stages.push_back({st.value("stage", 0), st.value("ready", 0), st.value("desired", 0),
+                        st.value("pending", 0), st.value("samplesPerSecond", 0.0)});
+  }
+  for (const auto& p : j.value("pools", json::array())) {
+    PoolStatus ps;
+    ps.name = p.value("name", "");
+    ps.ready = p.value("ready", 0);
+    ps.workers = p.value("workers", 0);
+    ps.unschedulable = p.value("unschedulable", 0);
+    ps.available = p.value("available", true);
+    ps.unavailable_since = p.value("unavailableSince", "");
+    ps.retry_at = p.value("retryAt", "");
+    ps.reason = p.value("reason", "");
+    s.pools.push_back(ps);
+  }
+  for (const auto& n : j.value("reclaimedNodes", json::array())) s.reclaimed_nodes.push_back(n.get<std::string>());
+  return s;
+}
+
+const Condition* find_condition(const std::vector<Condition>& conds, const std::string& type) {
+  for (const auto& c : conds)
+    if (c.type == type) return &c;
+  return nullptr;
+}
+
+void set_condition(std::vector<Condition>& conds, Condition c, const std::string& now) {
+  for (auto& old : conds) {
+    if (old.type != c.type) continue;
+    c.last_transition_time = (old.status == c.status && !old.last_transition_time.empty())
+                                 ? old.last_transition_time : now;
+    old = std::move(c);
+    return;
+  }
+  c.last_transition_time = now;
+  conds.push_back(std::move(c));
+}
+
+}  // namespace swarm::op

@@ -1,0 +1,59 @@
+// SwarmJob .status: what the operator reports (through the /status subresource) and what it needs
+// back after a restart (preemption counters, pools in overflow). Everything else is rebuilt from
+// the pods, so a restarted operator loses nothing.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace swarm::op {
+
+using json = nlohmann::json;
+
+struct Condition {
+  std::string type;    // Ready | Degraded | SpecValid | PoolOverflow
+  std::string status;  // "True" | "False" | "Unknown"
+  std::string reason;  // CamelCase
+  std::string message;
+  std::string last_transition_time;
+  std::int64_t observed_generation = 0;
+};
+
+struct StageStatus {
+  int stage = 0, ready = 0, desired = 0, pending = 0;
+  double samples_per_second = 0;
+};
+
+struct PoolStatus {
+  std::string name;
+  int ready = 0, workers = 0, unschedulable = 0;
+  bool available = true;
+  std::string unavailable_since;  // RFC 3339; set while !available
+  std::string retry_at;           // RFC 3339; when the pool is tried again
+  std::string reason;
+};
+
+struct SwarmJobStatus {
+  std::string phase = "Pending";  // Pending | Running | Degraded | Failed
+  std::int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  int ready_workers = 0, desired_workers = 0, trainers_ready = 0;
+  std::vector<StageStatus> stages;
+  std::vector<PoolStatus> pools;
+  std::int64_t step = 0;
+  double samples_per_second = 0, loss = 0;
+  std::int64_t preemptions = 0;
+  std::string last_preemption_time;
+  std::int64_t stage_reassignments = 0;
+  std::vector<std::string> reclaimed_nodes;  // nodes with a notice that still hold our pods
+};
+
+json to_json(const SwarmJobStatus& s);
+SwarmJobStatus status_from_json(const json& j);  // tolerant: missing fields take defaults
+
+// Sets condition `c` in `conds`: lastTransitionTime changes only when status changes.
+void set_condition(std::vector<Condition>& conds, Condition c, const std::string& now);
+const Condition* find_condition(const std::vector<Condition>& conds, const std::string& type);
+
+}  // namespace swarm::op

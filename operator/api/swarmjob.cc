@@ -1,0 +1,164 @@
+#include "operator/api/swarmjob.h"
+
+#include "common/job_spec_json.h"
+
+namespace swarm::op {
+namespace {
+
+class Errors {
+ public:
+  void add(const std::string& path, const std::string& msg) { list.push_back(path + ": " + msg); }
+  std::vector<std::string> list;
+};
+
+int get_int(const json& obj, const char* key, int def, int lo, int hi, const std::string& path, Errors& e) {
+  if (!obj.contains(key)) return def;
+  const json& v = obj.at(key);
+  if (!v.is_number_integer()) {
+    e.add(path + "." + key, "must be an integer, got " + v.dump());
+    return def;
+  }
+  const auto n = v.get<long long>();
+  if (n < lo) e.add(path + "." + key, "must be >= " + std::to_string(lo) + ", got " + std::to_string(n));
+  if (n > hi) e.add(path + "." + key, "must be <= " + std::to_string(hi) + ", got " + std::to_string(n));
+  return static_cast<int>(n);
+}
+
+std::string get_string(const json& obj, const char* key, const std::string& def, const std::string& path, Errors& e) {
+  if (!obj.contains(key)) return def;
+  if (!obj.at(key).is_string()) {
+    e.add(path + "." + key, "must be a string, got " + obj.at(key).dump());
+    return def;
+  }
+  return obj.at(key).get<std::string>();
+}
+
+PodResources take_resources(json& section, const std::string& path, const std::string& def_image, Errors& e) {
+  PodResources r;
+  r.image = get_string(section, "image", def_image, path, e);
+  if (r.image.empty()) e.add(path + ".image", "must not be empty");
+  if (section.contains("resources")) {
+    r.resources = section["resources"];
+    if (!r.resources.is_object()) e.add(path + ".resources", "must be an object");
+  }
+  section.erase("image");
+  section.erase("resources");
+  return r;
+}
+
+NodePool parse_pool(const json& p, const std::string& path, Errors& e) {
+  NodePool pool;
+  if (!p.is_object()) {
+    e.add(path, "must be an object");
+    return pool;
+  }
+  pool.name = get_string(p, "name", "", path, e);
+  if (!is_dns1123_label(pool.name) || pool.name.size() > 20)
+    e.add(path + ".name", "must be a DNS-1123 label of at most 20 characters, got \"" + pool.name + "\"");
+  pool.region = get_string(p, "region", "", path, e);
+  pool.zone = get_string(p, "zone", "", path, e);
+  if (!pool.zone.empty() && pool.region.empty()) e.add(path + ".zone", "a pool with a zone must name its region");
+  if (p.contains("nodeSelector")) {
+    if (!p["nodeSelector"].is_object()) {
+      e.add(path + ".nodeSelector", "must be an object of strings");
+    } else {
+      for (auto& [k, v] : p["nodeSelector"].items()) {
+        if (!v.is_string()) e.add(path + ".nodeSelector[\"" + k + "\"]", "must be a string");
+        else pool.node_selector[k] = v.get<std::string>();
+      }
+    }
+  }
+  if (p.contains("tolerations")) {
+    if (!p["tolerations"].is_array()) e.add(path + ".tolerations", "must be a list");
+    else pool.tolerations = p["tolerations"];
+  }
+  pool.max_workers = get_int(p, "maxWorkers", -1, 0, 65536, path, e);
+  if (p.contains("preemptible")) {
+    if (!p["preemptible"].is_boolean()) e.add(path + ".preemptible", "must be a boolean");
+    else pool.preemptible = p["preemptible"].get<bool>();
+  }
+  pool.priority = get_int(p, "priority", 0, 0, 1000, path, e);
+  pool.reclaim_grace_seconds = get_int(p, "reclaimGraceSeconds", -1, 0, 3600, path, e);
+  return pool;
+}
+
+}  // namespace
+
+SwarmJob parse_swarmjob(const json& obj) {
+  Errors e;
+  SwarmJob job;
+  const json& md = obj.value("metadata", json::object());
+  job.name = md.value("name", "");
+  job.namespace_ = md.value("namespace", "default");
+  job.uid = md.value("uid", "");
+  job.resource_version = md.value("resourceVersion", "");
+  job.generation = md.value("generation", 0LL);
+  job.creation_timestamp = md.value("creationTimestamp", "");
+  job.status = obj.value("status", json::object());
+
+  // Split the operator-only fields off; what remains is exactly the `swarm local` spec.
+  json manifest = obj;
+  json spec = obj.value("spec", json::object());
+  if (!spec.is_object()) spec = json::object();
+  json workers = spec.value("workers", json::object());
+  json trainers = spec.value("trainers", json::object());
+  OperatorSpec& op = job.op;
+  op.workers = take_resources(workers, "spec.workers", kDefaultImage, e);
+  op.trainers = take_resources(trainers, "spec.trainers", op.workers.image, e);
+  op.min_per_stage = get_int(workers, "minPerStage", 1, 1, 1024, "spec.workers", e);
+  op.max_per_stage = get_int(workers, "maxPerStage", 0, 1, 1024, "spec.workers", e);
+  workers.erase("minPerStage");
+  workers.erase("maxPerStage");
+  if (spec.contains("workers")) spec["workers"] = workers;
+  if (spec.contains("trainers")) spec["trainers"] = trainers;
+  if (spec.contains("placement")) {
+    const json& pl = spec["placement"];
+    op.unschedulable_seconds = get_int(pl, "unschedulableSeconds", 60, 1, 86400, "spec.placement", e);
+    op.retry_pool_seconds = get_int(pl, "retryPoolSeconds", 300, 1, 86400, "spec.placement", e);
+    spec.erase("placement");
+  }
+  if (spec.contains("nodePools")) {
+    const json& pools = spec["nodePools"];
+    if (!pools.is_array()) {
+      e.add("spec.nodePools", "must be a list");
+    } else {
+      std::map<std::string, int> seen;
+      for (size_t i = 0; i < pools.size(); ++i) {
+        const std::string path = "spec.nodePools[" + std::to_string(i) + "]";
+        op.pools.push_back(parse_pool(pools[i], path, e));
+        auto [it, fresh] = seen.emplace(op.pools.back().name, static_cast<int>(i));
+        if (!fresh) e.add(path + ".name", "duplicate pool name \"" + it->first + "\"");
+      }
+    }
+    spec.erase("nodePools");
+  }
+  manifest["spec"] = spec;
+  manifest.erase("status");
+
+  try {
+    job.spec = job_spec_from_json(manifest);
+  } catch (const SpecError& se) {
+    for (const auto& m : se.errors()) e.list.push_back(m);
+  }
+  if (e.list.empty()) {
+    if (op.min_per_stage > job.spec.workers.per_stage)
+      e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
+                                            std::to_string(job.spec.workers.per_stage) + "), got " +
+                                            std::to_string(op.min_per_stage));
+    if (op.max_per_stage != 0 && op.max_per_stage < job.spec.workers.per_stage)
+      e.add("spec.workers.maxPerStage", "must be >= spec.workers.perStage (" +
+                                            std::to_string(job.spec.workers.per_stage) + "), got " +
+                                            std::to_string(op.max_per_stage));
+  }
+  if (!e.list.empty()) throw SpecError(e.list);
+  return job;
+}
+
+json process_manifest(const SwarmJob& job) { return to_json(job.spec); }
+
+int effective_max_per_stage(const SwarmJob& job) {
+  return job.op.max_per_stage > 0 ? job.op.max_per_stage
+                                  : static_cast<int>(job.spec.workers.per_stage) + 1;
+}
+
+}  // namespace swarm::op

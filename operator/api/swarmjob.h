@@ -1,0 +1,73 @@
+// The SwarmJob custom resource (group swarm-operator.io, version v1alpha1) as the operator reads
+// it: the job spec of `swarm local` (swarm::JobSpec, parsed by common/ with the same rules) plus
+// the fields only a cluster needs (OperatorSpec). The CRD (crds/) carries the same bounds, so the
+// API server refuses bad manifests first; parse_swarmjob checks again, field by field, because an
+// older CRD or a hand-edited object may still reach the operator.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+
+namespace swarm::op {
+
+using json = nlohmann::json;
+
+inline constexpr const char* kGroup = "swarm-operator.io";
+inline constexpr const char* kGroupVersion = "swarm-operator.io/v1alpha1";
+inline constexpr const char* kPlural = "swarmjobs";
+inline constexpr const char* kDefaultImage = "ghcr.io/swarm-operator/swarm:latest";
+
+// spec.nodePools[]: where workers may run.
+struct NodePool {
+  std::string name;
+  std::string region;                              // -> nodeSelector topology.kubernetes.io/region
+  std::string zone;                                // -> nodeSelector topology.kubernetes.io/zone
+  std::map<std::string, std::string> node_selector;
+  json tolerations = json::array();                // core/v1 Toleration objects, passed through
+  int max_workers = -1;                            // -1 = no limit
+  bool preemptible = false;
+  int priority = 0;                                // higher is preferred
+  int reclaim_grace_seconds = -1;                  // -1 = by signal (30 s, 120 s on AWS)
+};
+
+// Image and resources of one kind of pod.
+struct PodResources {
+  std::string image;
+  json resources = json::object();  // {requests: {...}, limits: {...}}, passed through
+};
+
+struct OperatorSpec {
+  PodResources workers;
+  PodResources trainers;           // image defaults to workers.image
+  int min_per_stage = 1;           // below: the stage is degraded
+  int max_per_stage = 0;           // surge bound while replacing/moving; 0 = perStage + 1
+  int unschedulable_seconds = 60;  // placement.unschedulableSeconds
+  int retry_pool_seconds = 300;    // placement.retryPoolSeconds
+  std::vector<NodePool> pools;     // empty: one implicit pool, the whole cluster
+};
+
+struct SwarmJob {
+  std::string name, namespace_, uid, resource_version;
+  std::int64_t generation = 0;
+  std::string creation_timestamp;
+  JobSpec spec;
+  OperatorSpec op;
+  json status = json::object();  // as read (the operator rebuilds it)
+};
+
+// Decodes a SwarmJob object as the API server returns it. Throws swarm::SpecError listing every
+// problem with its field path (e.g. "spec.nodePools[1].maxWorkers: must be >= 0, got -1").
+SwarmJob parse_swarmjob(const json& obj);
+
+// The manifest handed to workers and trainers (ConfigMap job.yaml): the JobSpec alone, in the
+// shape `swarm worker --job` reads.
+json process_manifest(const SwarmJob& job);
+
+// max_per_stage with its default applied.
+int effective_max_per_stage(const SwarmJob& job);
+
+}  // namespace swarm::op

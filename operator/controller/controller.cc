@@ -1,0 +1,122 @@
+#include "operator/controller/controller.h"
+
+#include <spdlog/spdlog.h>
+
+#include "operator/api/swarmjob.h"
+#include "operator/controller/manifests.h"
+
+namespace swarm::op {
+
+Controller::Controller(kube::Client& client, kube::EventRecorder& events, OperatorMetrics& metrics,
+                       ControllerOptions options)
+    : client_(client), metrics_(metrics), options_(std::move(options)) {
+  kube::InformerOptions jobs, pods, nodes;
+  jobs.group_version = kGroupVersion;
+  jobs.plural = kPlural;
+  jobs.namespace_ = options_.namespace_;
+  pods.group_version = "v1";
+  pods.plural = "pods";
+  pods.namespace_ = options_.namespace_;
+  pods.label_selector = std::string(kLabelManagedBy) + "=" + kManagedByValue;  // only ours
+  nodes.group_version = "v1";
+  nodes.plural = "nodes";
+  jobs_ = std::make_unique<kube::Informer>(client, jobs);
+  pods_ = std::make_unique<kube::Informer>(client, pods);
+  nodes_ = std::make_unique<kube::Informer>(client, nodes);
+  world_ = std::make_unique<World>(*jobs_, *pods_, *nodes_);
+  reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
+  jobs_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) { on_job(t, o); });
+  pods_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_pod(t, o, old); });
+  nodes_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_node(t, o, old); });
+}
+
+Controller::~Controller() { stop(); }
+
+void Controller::start() {
+  nodes_->start();
+  pods_->start();
+  jobs_->start();
+  stats_ = std::thread([this] {
+    while (!stop_) {
+      metrics_.set_queue_depth(static_cast<double>(queue_.depth()));
+      metrics_.set_relists("swarmjobs", static_cast<double>(jobs_->relists()));
+      metrics_.set_relists("pods", static_cast<double>(pods_->relists()));
+      metrics_.set_relists("nodes", static_cast<double>(nodes_->relists()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  });
+}
+
+bool Controller::wait_synced(std::chrono::milliseconds timeout) {
+  return nodes_->wait_synced(timeout) && pods_->wait_synced(timeout) && jobs_->wait_synced(timeout);
+}
+
+void Controller::lead() {
+  if (leading_.exchange(true)) return;
+  // Level-based: a new leader looks at every job once, whatever it missed.
+  for (const auto& j : jobs_->list()) queue_.add(kube::object_key(j));
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
+}
+
+void Controller::stop() {
+  if (stop_.exchange(true)) return;
+  queue_.shutdown();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  jobs_->stop();
+  pods_->stop();
+  nodes_->stop();
+  if (stats_.joinable()) stats_.join();
+}
+
+void Controller::on_job(kube::EventType, const kube::json& obj) { queue_.add(kube::object_key(obj)); }
+
+void Controller::on_pod(kube::EventType t, const kube::json& obj, const kube::json* old) {
+  const auto& md = obj["metadata"];
+  const std::string job = md.value("labels", kube::json::object()).value(kLabelJob, "");
+  if (job.empty()) return;
+  const std::string key = md.value("namespace", "") + "/" + job;
+  const std::string pod_key = md.value("namespace", "") + "/" + md.value("name", "");
+  const bool notice = t != kube::EventType::Deleted && pod_notice(obj).has_value();
+  if (notice && !(old && pod_notice(*old))) world_->note_notice(pod_key);
+  if (t == kube::EventType::Deleted) world_->clear_notice(pod_key);
+  queue_.add(key);
+}
+
+void Controller::on_node(kube::EventType t, const kube::json& obj, const kube::json* old) {
+  const std::string node = obj["metadata"].value("name", "");
+  const bool had = old && node_notice(*old).has_value();
+  const bool has = t == kube::EventType::Deleted || node_notice(obj).has_value();
+  if (has && !had) world_->note_notice(node);
+  if (!has && had) world_->clear_notice(node);
+  if (has != had || t == kube::EventType::Deleted || t == kube::EventType::Added) {
+    // A reclaim notice (or capacity coming back): every job with pods there, right away.
+    for (const auto& key : world_->jobs_on_node(node)) queue_.add(key);
+    if (t == kube::EventType::Added)
+      for (const auto& j : jobs_->list()) queue_.add_after(kube::object_key(j), std::chrono::milliseconds(200));
+  }
+}
+
+void Controller::work() {
+  std::string key;
+  while (queue_.get(key)) {
+    const auto start = std::chrono::steady_clock::now();
+    bool ok = true;
+    try {
+      auto r = reconciler_->reconcile(key);
+      queue_.forget(key);
+      const double resync = options_.resync_seconds;
+      const double after = r.requeue_after_seconds > 0 ? std::min(r.requeue_after_seconds, resync) : resync;
+      queue_.add_after(key, std::chrono::milliseconds(static_cast<long long>(after * 1000)));
+    } catch (const std::exception& e) {
+      ok = false;
+      spdlog::warn("reconcile {}: {} (retry in {} ms)", key, e.what(),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(queue_.next_backoff(key)).count());
+      queue_.add_rate_limited(key);
+    }
+    metrics_.observe_reconcile(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok);
+    queue_.done(key);
+  }
+}
+
+}  // namespace swarm::op

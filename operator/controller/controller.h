@@ -1,0 +1,65 @@
+// Controller: the wiring around the Reconciler. Informers on SwarmJobs, our pods (by the
+// managed-by label) and Nodes feed one rate-limited work queue of job keys; `workers` threads take
+// keys and reconcile them, requeueing with per-key exponential backoff on failure and after the
+// planner's deadlines. Node and pod reclaim notices enqueue the affected jobs at once (front of
+// the line: no backoff), which is what makes notice -> replacement fast.
+//
+// Informers run from start(); keys are processed only while lead() is in effect, so a standby
+// replica has warm caches and takes over within one lease retry period.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "operator/controller/metrics.h"
+#include "operator/controller/reconciler.h"
+#include "operator/controller/world.h"
+#include "operator/kube/client.h"
+#include "operator/kube/events.h"
+#include "operator/kube/informer.h"
+#include "operator/kube/work_queue.h"
+
+namespace swarm::op {
+
+struct ControllerOptions {
+  std::string namespace_;       // "" = all namespaces
+  int workers = 4;              // reconcile threads
+  double resync_seconds = 300;  // every job is reconciled at least this often
+};
+
+class Controller {
+ public:
+  Controller(kube::Client& client, kube::EventRecorder& events, OperatorMetrics& metrics, ControllerOptions options);
+  ~Controller();
+
+  void start();                        // informers
+  bool wait_synced(std::chrono::milliseconds timeout);
+  void lead();                         // start reconciling
+  void stop();
+
+  kube::WorkQueue& queue() { return queue_; }
+  const kube::Informer& pods() const { return *pods_; }
+
+ private:
+  void on_job(kube::EventType t, const kube::json& obj);
+  void on_pod(kube::EventType t, const kube::json& obj, const kube::json* old);
+  void on_node(kube::EventType t, const kube::json& obj, const kube::json* old);
+  void work();
+
+  kube::Client& client_;
+  OperatorMetrics& metrics_;
+  ControllerOptions options_;
+  std::unique_ptr<kube::Informer> jobs_, pods_, nodes_;
+  std::unique_ptr<World> world_;
+  std::unique_ptr<Reconciler> reconciler_;
+  kube::WorkQueue queue_;
+  std::vector<std::thread> threads_;
+  std::thread stats_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> leading_{false};
+};
+
+}  // namespace swarm::op

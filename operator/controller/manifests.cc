@@ -1,0 +1,206 @@
+#include "operator/controller/manifests.h"
+
+#include <algorithm>
+
+namespace swarm::op {
+namespace {
+
+json metadata(const SwarmJob& job, const std::string& name, const std::string& role) {
+  return {{"name", name},
+          {"namespace", job.namespace_},
+          {"labels", object_labels(job, role)},
+          {"ownerReferences", json::array({owner_reference(job)})}};
+}
+
+json secret_env(const SwarmJob& job) {
+  const auto& s = job.spec.secret;
+  const std::string name = s.secret_ref_name.empty() ? secret_name(job.name) : s.secret_ref_name;
+  const std::string key = s.secret_ref_name.empty() ? "token" : s.secret_ref_key;
+  return {{"name", s.env}, {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}}}}}};
+}
+
+json field_env(const std::string& name, const std::string& path) {
+  return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
+}
+
+std::string registry_url(const SwarmJob& job) {
+  return "http://" + registry_service_name(job.name) + "." + job.namespace_ + ".svc:" + std::to_string(kRegistryPort);
+}
+
+// Pool placement: nodeSelector (pool's own + region/zone), tolerations, and a required node
+// affinity that keeps new pods off nodes that are being reclaimed.
+void place(json& spec, const NodePool* pool, const std::vector<std::string>& avoid_nodes) {
+  json selector = json::object();
+  if (pool) {
+    for (const auto& [k, v] : pool->node_selector) selector[k] = v;
+    if (!pool->region.empty()) selector["topology.kubernetes.io/region"] = pool->region;
+    if (!pool->zone.empty()) selector["topology.kubernetes.io/zone"] = pool->zone;
+    if (!pool->tolerations.empty()) spec["tolerations"] = pool->tolerations;
+  }
+  if (!selector.empty()) spec["nodeSelector"] = selector;
+  if (!avoid_nodes.empty()) {
+    std::vector<std::string> nodes = avoid_nodes;
+    std::sort(nodes.begin(), nodes.end());
+    spec["affinity"] = {{"nodeAffinity",
+                         {{"requiredDuringSchedulingIgnoredDuringExecution",
+                           {{"nodeSelectorTerms",
+                             json::array({{{"matchExpressions",
+                                            json::array({{{"key", "kubernetes.io/hostname"},
+                                                          {"operator", "NotIn"},
+                                                          {"values", nodes}}})}}})}}}}}};
+  }
+}
+
+json pod(const SwarmJob& job, const std::string& name, const std::string& role, json container,
+         const std::string& restart_policy) {
+  json p = {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", metadata(job, name, role)},
+            {"spec",
+             {{"restartPolicy", restart_policy},
+              {"terminationGracePeriodSeconds", 30},
+              {"enableServiceLinks", false},
+              {"containers", json::array({container})},
+              {"volumes", json::array({{{"name", "job"},
+                                        {"configMap", {{"name", spec_configmap_name(job.name)}}}}})}}}};
+  return p;
+}
+
+json process_container(const SwarmJob& job, const std::string& name, const PodResources& res,
+                       std::vector<std::string> args) {
+  json c = {{"name", name},
+            {"image", res.image},
+            {"command", json::array({"swarm"})},
+            {"args", args},
+            {"env", json::array({field_env("POD_NAME", "metadata.name"), field_env("POD_IP", "status.podIP"),
+                                 secret_env(job)})},
+            {"volumeMounts", json::array({{{"name", "job"}, {"mountPath", "/etc/swarm"}, {"readOnly", true}}})}};
+  if (!res.resources.empty()) c["resources"] = res.resources;
+  return c;
+}
+
+}  // namespace
+
+std::string spec_configmap_name(const std::string& job) { return job + "-spec"; }
+std::string secret_name(const std::string& job) { return job + "-secret"; }
+std::string registry_service_name(const std::string& job) { return job + "-registry"; }
+std::string stage_service_name(const std::string& job, int stage) { return job + "-stage-" + std::to_string(stage); }
+std::string worker_pod_name(const std::string& job, int slot) { return job + "-w-" + std::to_string(slot); }
+std::string trainer_pod_name(const std::string& job, int slot) { return job + "-t-" + std::to_string(slot); }
+std::string registry_pod_name(const std::string& job, int slot) { return job + "-registry-" + std::to_string(slot); }
+
+json owner_reference(const SwarmJob& job) {
+  return {{"apiVersion", kGroupVersion}, {"kind", "SwarmJob"}, {"name", job.name},
+          {"uid", job.uid}, {"controller", true}, {"blockOwnerDeletion", true}};
+}
+
+json object_labels(const SwarmJob& job, const std::string& role) {
+  json l = {{kLabelManagedBy, kManagedByValue}, {"app.kubernetes.io/name", "swarm"},
+            {"app.kubernetes.io/instance", job.name}, {kLabelJob, job.name}};
+  if (!role.empty()) l[kLabelRole] = role;
+  return l;
+}
+
+json spec_configmap(const SwarmJob& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", metadata(job, spec_configmap_name(job.name), "")},
+          {"data", {{"job.yaml", process_manifest(job).dump(2) + "\n"}}}};
+}
+
+json data_plane_secret(const SwarmJob& job, const std::string& token) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"type", "Opaque"},
+          {"metadata", metadata(job, secret_name(job.name), "")},
+          {"stringData", {{"token", token}}}};
+}
+
+json registry_service(const SwarmJob& job) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", metadata(job, registry_service_name(job.name), "registry")},
+          {"spec",
+           {{"selector", {{kLabelJob, job.name}, {kLabelRole, "registry"}}},
+            {"ports", json::array({{{"name", "http"}, {"port", kRegistryPort}, {"targetPort", kRegistryPort}}})}}}};
+}
+
+json stage_service(const SwarmJob& job, int stage) {
+  json md = metadata(job, stage_service_name(job.name, stage), "worker");
+  md["labels"][kLabelStage] = std::to_string(stage);
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", md},
+          {"spec",
+           {{"clusterIP", "None"},
+            {"publishNotReadyAddresses", false},
+            {"selector", {{kLabelJob, job.name}, {kLabelRole, "worker"}, {kLabelStage, std::to_string(stage)}}},
+            {"ports", json::array({{{"name", "data"}, {"port", kWorkerPort}, {"targetPort", kWorkerPort}}})}}}};
+}
+
+json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
+                const std::vector<std::string>& avoid_nodes, const std::string& reason) {
+  const std::string name = worker_pod_name(job.name, slot);
+  std::vector<std::string> args = {"worker", "--job", "/etc/swarm/job.yaml", "--stage", std::to_string(stage),
+                                   "--peer-id", "$(POD_NAME)", "--registry", registry_url(job),
+                                   "--host", "$(POD_IP)", "--port", std::to_string(kWorkerPort),
+                                   "--metrics-bind", "0.0.0.0:" + std::to_string(kMetricsPort)};
+  if (job.spec.workers.threads > 0) {
+    args.push_back("--threads");
+    args.push_back(std::to_string(job.spec.workers.threads));
+  }
+  json c = process_container(job, "worker", job.op.workers, args);
+  c["ports"] = json::array({{{"name", "data"}, {"containerPort", kWorkerPort}},
+                            {{"name", "metrics"}, {"containerPort", kMetricsPort}}});
+  c["readinessProbe"] = {{"tcpSocket", {{"port", kWorkerPort}}}, {"periodSeconds", 2}};
+  json p = pod(job, name, "worker", c, "Always");
+  auto& labels = p["metadata"]["labels"];
+  labels[kLabelStage] = std::to_string(stage);
+  labels[kLabelSlot] = std::to_string(slot);
+  labels[kLabelPool] = pool ? pool->name : "";
+  p["metadata"]["annotations"] = {{kAnnotationReason, reason}};
+  place(p["spec"], pool, avoid_nodes);
+  json match = {{kLabelJob, job.name}, {kLabelRole, "worker"}, {kLabelStage, std::to_string(stage)}};
+  // Spread each stage over zones and regions so one reclaim wave cannot empty it.
+  p["spec"]["topologySpreadConstraints"] = json::array(
+      {{{"maxSkew", 1}, {"topologyKey", "topology.kubernetes.io/zone"}, {"whenUnsatisfiable", "ScheduleAnyway"},
+        {"labelSelector", {{"matchLabels", match}}}},
+       {{"maxSkew", 1}, {"topologyKey", "topology.kubernetes.io/region"}, {"whenUnsatisfiable", "ScheduleAnyway"},
+        {"labelSelector", {{"matchLabels", match}}}}});
+  return p;
+}
+
+json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes) {
+  std::vector<std::string> args = {"trainer", "--job", "/etc/swarm/job.yaml", "--index", std::to_string(slot),
+                                   "--peer-id", "$(POD_NAME)", "--registry", registry_url(job),
+                                   "--metrics-bind", "0.0.0.0:" + std::to_string(kMetricsPort)};
+  json c = process_container(job, "trainer", job.op.trainers, args);
+  json p = pod(job, trainer_pod_name(job.name, slot), "trainer", c, "OnFailure");
+  p["metadata"]["labels"][kLabelSlot] = std::to_string(slot);
+  place(p["spec"], pool, avoid_nodes);
+  return p;
+}
+
+json registry_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes) {
+  PodResources res{job.op.workers.image, json::object()};
+  std::vector<std::string> args = {"registry", "--host", "0.0.0.0", "--port", std::to_string(kRegistryPort),
+                                   "--peer-expiry", std::to_string(job.spec.timeouts.peer_expiry_seconds)};
+  json c = process_container(job, "registry", res, args);
+  c["ports"] = json::array({{{"name", "http"}, {"containerPort", kRegistryPort}}});
+  c["readinessProbe"] = {{"tcpSocket", {{"port", kRegistryPort}}}, {"periodSeconds", 2}};
+  json p = pod(job, registry_pod_name(job.name, slot), "registry", c, "Always");
+  p["metadata"]["labels"][kLabelSlot] = std::to_string(slot);
+  place(p["spec"], pool, avoid_nodes);
+  return p;
+}
+
+const NodePool* stable_pool(const SwarmJob& job) {
+  const NodePool* best = nullptr;
+  for (const auto& p : job.op.pools) {
+    if (p.preemptible) continue;
+    if (!best || p.priority > best->priority) best = &p;
+  }
+  return best;
+}
+
+}  // namespace swarm::op

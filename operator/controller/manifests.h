@@ -1,0 +1,60 @@
+// The objects a SwarmJob owns, as JSON manifests. Pure: the same job and inputs give the same
+// object, so a reconcile after a restart recognizes (by name and labels) what it made before.
+//
+//   ConfigMap <job>-spec          job.yaml: the job spec as `swarm worker/trainer --job` reads it
+//   Secret    <job>-secret        token: the data-plane secret (unless spec.secret.secretRef)
+//   Pod       <job>-registry-<n>  `swarm registry`: discovery, progress, matchmaking
+//   Service   <job>-registry      ClusterIP in front of it (what workers/trainers dial)
+//   Service   <job>-stage-<s>     headless, the stage's worker pods (DNS view of the stage)
+//   Pod       <job>-w-<slot>      `swarm worker --stage S`, placed in a node pool
+//   Pod       <job>-t-<slot>      `swarm trainer`
+// Every object carries the job's owner reference (controller=true) and these labels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "operator/api/swarmjob.h"
+
+namespace swarm::op {
+
+inline constexpr const char* kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr const char* kManagedByValue = "swarm-operator";
+inline constexpr const char* kLabelJob = "swarm-operator.io/job";
+inline constexpr const char* kLabelRole = "swarm-operator.io/role";    // worker | trainer | registry
+inline constexpr const char* kLabelStage = "swarm-operator.io/stage";
+inline constexpr const char* kLabelPool = "swarm-operator.io/pool";
+inline constexpr const char* kLabelSlot = "swarm-operator.io/slot";
+inline constexpr const char* kAnnotationReason = "swarm-operator.io/created-for";
+
+inline constexpr int kRegistryPort = 7400;
+inline constexpr int kWorkerPort = 7500;
+inline constexpr int kMetricsPort = 9400;
+
+std::string spec_configmap_name(const std::string& job);
+std::string secret_name(const std::string& job);
+std::string registry_service_name(const std::string& job);
+std::string stage_service_name(const std::string& job, int stage);
+std::string worker_pod_name(const std::string& job, int slot);
+std::string trainer_pod_name(const std::string& job, int slot);
+std::string registry_pod_name(const std::string& job, int slot);
+
+json owner_reference(const SwarmJob& job);
+json object_labels(const SwarmJob& job, const std::string& role);
+
+json spec_configmap(const SwarmJob& job);
+json data_plane_secret(const SwarmJob& job, const std::string& token);
+json registry_service(const SwarmJob& job);
+json stage_service(const SwarmJob& job, int stage);
+
+// `avoid_nodes`: nodes under a reclaim notice; the pod is kept off them by node affinity.
+json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
+                const std::vector<std::string>& avoid_nodes, const std::string& reason);
+json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes);
+json registry_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes);
+
+// The pool trainers and the registry go to: the most preferred non-preemptible pool, else none
+// (anywhere).
+const NodePool* stable_pool(const SwarmJob& job);
+
+}  // namespace swarm::op

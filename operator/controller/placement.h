@@ -1,0 +1,104 @@
+// Placement: which worker pods a SwarmJob should have, where, and which must go. Pure: no I/O,
+// the clock is passed in as `now` (seconds since the epoch). Lives under operator/ for now
+// (planner/ is being edited elsewhere); it belongs in planner/ once that settles.
+//
+// Rules, applied in this order on every reconcile (level-based: the same world gives the same
+// plan, and applying a plan twice changes nothing):
+//  1. A worker with a notice (reclaim, node lost, failed) is deleted: with its grace period for a
+//     reclaim notice (the worker hands off its stage), at once when the node is already lost.
+//  2. A worker unschedulable for unschedulable_seconds marks its pool unavailable until
+//     now + retry_pool_seconds and is deleted (with the pool's other unschedulable workers);
+//     its replacement goes to the next pool by priority. A pool whose retry time has come is
+//     available again.
+//  3. A stage with more ready workers than perStage drops the surplus from its least preferred
+//     pools (a finished move-back); non-ready extras above maxPerStage go too.
+//  4. Missing workers are created, emptiest stage first, each in the most preferred available
+//     pool with room (higher priority first; equal priorities share: fewest workers first).
+//  5. If a stage is still empty (no room anywhere) a worker of the fullest stage (if it has more
+//     than one) is reassigned to it: deleted and recreated there. No stage is left empty while
+//     another has a spare worker.
+//  6. When all is settled, one worker in a less preferred pool is moved back to a more preferred
+//     available pool with room: a surge pod is created there; rule 3 retires the old one once the
+//     new one is ready.
+// Slots: every worker has a slot number (its pod name is <job>-w-<slot>); new workers take the
+// lowest slots no existing pod (terminating ones included) holds.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/controller/reclaim.h"
+
+namespace swarm::op {
+
+struct PoolInfo {
+  std::string name;      // "" = the implicit whole-cluster pool (no nodePools given)
+  int priority = 0;
+  int max_workers = -1;  // -1 = no limit
+  double unavailable_until = 0;  // > now: overflowed, not used for new pods
+  double unavailable_since = 0;
+};
+
+enum class WorkerState { Pending, Unschedulable, Running, Ready };
+
+struct WorkerInfo {
+  std::string name;
+  int stage = 0;
+  std::string pool;
+  int slot = 0;
+  WorkerState state = WorkerState::Pending;
+  double unschedulable_since = 0;  // when state == Unschedulable
+  bool terminating = false;         // deletionTimestamp set: already on its way out
+  std::optional<Notice> notice;     // reclaim / lost / failed
+  std::string node;
+};
+
+struct PlacementInput {
+  int stages = 2;
+  int per_stage = 1;
+  int max_per_stage = 2;
+  std::vector<PoolInfo> pools;  // at least one
+  std::vector<WorkerInfo> workers;
+  double now = 0;
+  double unschedulable_seconds = 60;
+  double retry_pool_seconds = 300;
+};
+
+struct CreateWorker {
+  int slot = 0;
+  int stage = 0;
+  std::string pool;
+  std::string reason;  // Initial | Replacement | Overflow | Reassigned | MoveBack
+  std::string replaces;  // the worker this one replaces, if any
+};
+
+struct DeleteWorker {
+  std::string name;
+  int grace_seconds = 0;
+  std::string reason;  // the notice reason | Unschedulable | Surplus | MovedBack | Reassigned
+  std::string pool;
+  int stage = 0;
+  bool preemption = false;  // counts as a preemption (notice of any kind but PodFailed)
+};
+
+struct PoolChange {
+  std::string pool;
+  bool available = true;
+  double until = 0;  // when unavailable: retry time
+  std::string reason;
+};
+
+struct PlacementPlan {
+  std::vector<DeleteWorker> deletes;
+  std::vector<CreateWorker> creates;
+  std::vector<PoolChange> pool_changes;
+  int reassignments = 0;
+  double requeue_at = 0;  // 0 = no deadline pending; else reconcile again at this time
+};
+
+PlacementPlan plan_workers(const PlacementInput& in);
+
+const char* to_string(WorkerState s);
+
+}  // namespace swarm::op

@@ -1,0 +1,47 @@
+// Reconciler: brings one SwarmJob's world to its desired state. Level-based and idempotent: it
+// reads the job, its pods and the nodes from the caches, asks the placement planner what should
+// change, applies the difference (pods created under deterministic names, so a repeat is a 409,
+// never a duplicate), and writes status through /status only when it changed. It keeps no state
+// that a restart would lose: counters and pool overflow live in the job's status.
+#pragma once
+
+#include <string>
+
+#include "operator/api/status.h"
+#include "operator/api/swarmjob.h"
+#include "operator/controller/metrics.h"
+#include "operator/controller/world.h"
+#include "operator/kube/client.h"
+#include "operator/kube/events.h"
+
+namespace swarm::op {
+
+struct ReconcileResult {
+  double requeue_after_seconds = 0;  // 0 = only on change (plus the periodic resync)
+};
+
+class Reconciler {
+ public:
+  Reconciler(kube::Client& client, kube::EventRecorder& events, OperatorMetrics& metrics, World& world)
+      : client_(client), events_(events), metrics_(metrics), world_(world) {}
+
+  // Throws on API errors; the caller requeues with backoff.
+  ReconcileResult reconcile(const std::string& key);
+
+ private:
+  void cleanup_deleted(const std::string& ns, const std::string& name);
+  void ensure_support_objects(const SwarmJob& job);
+  void ensure(const std::string& collection, const std::string& name, const kube::json& manifest,
+              bool update_if_different);
+  void write_status(const kube::json& job_obj, const SwarmJobStatus& status);
+  void record(const SwarmJob& job, const std::string& type, const std::string& reason, const std::string& msg);
+
+  kube::Client& client_;
+  kube::EventRecorder& events_;
+  OperatorMetrics& metrics_;
+  World& world_;
+  std::mutex mu_;
+  std::map<std::string, std::string> ensured_;  // job uid -> "generation" whose support objects exist
+};
+
+}  // namespace swarm::op

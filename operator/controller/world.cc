@@ -1,0 +1,77 @@
+#include "operator/controller/world.h"
+
+#include <set>
+
+#include "operator/controller/manifests.h"
+
+namespace swarm::op {
+
+std::optional<Notice> World::notice_for_node(const std::string& node) const {
+  auto n = nodes.get(node);
+  if (!n) return nodes.synced() ? std::optional<Notice>(node_deleted_notice()) : std::nullopt;
+  return node_notice(*n);
+}
+
+std::vector<std::string> World::nodes_with_notice() const {
+  std::vector<std::string> out;
+  nodes.for_each([&](const kube::json& n) {
+    if (node_notice(n)) out.push_back(n["metadata"].value("name", ""));
+  });
+  return out;
+}
+
+void World::note_notice(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  notices_.emplace(key, Clock::now());
+}
+
+void World::clear_notice(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  notices_.erase(key);
+}
+
+double World::notice_age(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = notices_.find(key);
+  if (it == notices_.end()) return 0;
+  return std::chrono::duration<double>(Clock::now() - it->second).count();
+}
+
+void World::note_deleted(const std::string& pod_key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  for (auto it = deleted_.begin(); it != deleted_.end();) {
+    it = now - it->second > std::chrono::seconds(60) ? deleted_.erase(it) : std::next(it);
+  }
+  deleted_[pod_key] = now;
+}
+
+bool World::recently_deleted(const std::string& pod_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = deleted_.find(pod_key);
+  return it != deleted_.end() && Clock::now() - it->second < std::chrono::seconds(60);
+}
+
+std::vector<kube::json> World::pods_of(const std::string& ns, const std::string& job) const {
+  std::vector<kube::json> out;
+  pods.for_each([&](const kube::json& p) {
+    const auto& md = p["metadata"];
+    if (md.value("namespace", "") != ns) return;
+    auto labels = md.value("labels", kube::json::object());
+    if (labels.value(kLabelJob, "") == job) out.push_back(p);
+  });
+  return out;
+}
+
+std::vector<std::string> World::jobs_on_node(const std::string& node) const {
+  std::set<std::string> keys;
+  pods.for_each([&](const kube::json& p) {
+    if (p["spec"].value("nodeName", "") != node) return;
+    auto labels = p["metadata"].value("labels", kube::json::object());
+    const std::string job = labels.value(kLabelJob, "");
+    if (!job.empty()) keys.insert(p["metadata"].value("namespace", "") + "/" + job);
+  });
+  return {keys.begin(), keys.end()};
+}
+
+}  // namespace swarm::op

@@ -1,0 +1,55 @@
+// World: what the reconciler reads, shared between the controller's informers and its workers:
+// the caches of SwarmJobs, our pods and Nodes, plus when each reclaim notice was first seen (for
+// the notice -> replacement latency) and which pods we deleted moments ago (so a cache that has
+// not caught up yet never makes us count or delete a pod twice).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "operator/controller/reclaim.h"
+#include "operator/kube/informer.h"
+
+namespace swarm::op {
+
+class World {
+ public:
+  World(kube::Informer& jobs, kube::Informer& pods, kube::Informer& nodes)
+      : jobs(jobs), pods(pods), nodes(nodes) {}
+
+  kube::Informer& jobs;
+  kube::Informer& pods;
+  kube::Informer& nodes;
+
+  // The notice on a node name: nullopt = fine; node missing from the cache = deleted.
+  std::optional<Notice> notice_for_node(const std::string& node) const;
+  // Nodes (from the cache) that currently carry a notice.
+  std::vector<std::string> nodes_with_notice() const;
+
+  // Notice bookkeeping: first time a notice on `key` (node name or ns/pod) was seen.
+  void note_notice(const std::string& key);
+  void clear_notice(const std::string& key);
+  // Seconds since the notice was first seen (0 when unknown).
+  double notice_age(const std::string& key) const;
+
+  // Pods we deleted moments ago, by uid (a name can come back as a new pod).
+  void note_deleted(const std::string& pod_uid);
+  bool recently_deleted(const std::string& pod_uid) const;
+
+  // Pods of one job (labels swarm-operator.io/job), from the cache.
+  std::vector<kube::json> pods_of(const std::string& ns, const std::string& job) const;
+  // Job keys (ns/name) of our pods on `node`.
+  std::vector<std::string> jobs_on_node(const std::string& node) const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  mutable std::mutex mu_;
+  std::map<std::string, Clock::time_point> notices_;
+  std::map<std::string, Clock::time_point> deleted_;
+};
+
+}  // namespace swarm::op

@@ -1,0 +1,68 @@
+#include "operator/controller/manifests.h"
+
+#include <gtest/gtest.h>
+
+namespace swarm::op {
+namespace {
+
+SwarmJob sample() {
+  return parse_swarmjob({{"apiVersion", kGroupVersion},
+                         {"kind", "SwarmJob"},
+                         {"metadata", {{"name", "lm"}, {"namespace", "ml"}, {"uid", "uid-9"}}},
+                         {"spec",
+                          {{"workers", {{"threads", 4}, {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}},
+                           {"nodePools", json::array({{{"name", "spot"}, {"region", "r"}, {"zone", "r-a"},
+                                                       {"nodeSelector", {{"gpu", "a100"}}},
+                                                       {"tolerations", json::array({{{"key", "spot"}, {"operator", "Exists"}}})},
+                                                       {"preemptible", true}},
+                                                      {{"name", "od"}, {"priority", 1}}})}}}});
+}
+
+TEST(Manifests, WorkerPodRunsTheWorkerWherePoolAndSpreadSay) {
+  SwarmJob job = sample();
+  json pod = worker_pod(job, 7, 1, &job.op.pools[0], {"dying-2", "dying-1"}, "Replacement");
+  EXPECT_EQ(pod["metadata"]["name"], "lm-w-7");
+  EXPECT_EQ(pod["metadata"]["namespace"], "ml");
+  EXPECT_EQ(pod["metadata"]["labels"]["swarm-operator.io/stage"], "1");
+  EXPECT_EQ(pod["metadata"]["labels"]["swarm-operator.io/pool"], "spot");
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], "uid-9");
+  const json& spec = pod["spec"];
+  EXPECT_EQ(spec["nodeSelector"]["gpu"], "a100");
+  EXPECT_EQ(spec["nodeSelector"]["topology.kubernetes.io/region"], "r");
+  EXPECT_EQ(spec["nodeSelector"]["topology.kubernetes.io/zone"], "r-a");
+  EXPECT_EQ(spec["tolerations"][0]["key"], "spot");
+  auto avoid = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+                   ["matchExpressions"][0];
+  EXPECT_EQ(avoid["operator"], "NotIn");
+  EXPECT_EQ(avoid["values"], json::array({"dying-1", "dying-2"}));
+  const json& c = spec["containers"][0];
+  const auto args = c["args"].get<std::vector<std::string>>();
+  EXPECT_EQ(args[0], "worker");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--stage"), args.end());
+  EXPECT_NE(std::find(args.begin(), args.end(), "http://lm-registry.ml.svc:7400"), args.end());
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], 1);
+  bool secret = false;
+  for (const auto& e : c["env"])
+    if (e["name"] == "SWARM_JOB_SECRET") secret = e["valueFrom"]["secretKeyRef"]["name"] == "lm-secret";
+  EXPECT_TRUE(secret);
+  EXPECT_EQ(spec["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
+  EXPECT_EQ(spec["topologySpreadConstraints"][1]["topologyKey"], "topology.kubernetes.io/region");
+}
+
+TEST(Manifests, SupportObjects) {
+  SwarmJob job = sample();
+  EXPECT_EQ(stable_pool(job)->name, "od");
+  json cm = spec_configmap(job);
+  auto spec = json::parse(cm["data"]["job.yaml"].get<std::string>());
+  EXPECT_EQ(spec["metadata"]["name"], "lm");
+  EXPECT_FALSE(spec["spec"].contains("nodePools"));
+  json svc = stage_service(job, 2);
+  EXPECT_EQ(svc["metadata"]["name"], "lm-stage-2");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["selector"]["swarm-operator.io/stage"], "2");
+  EXPECT_EQ(data_plane_secret(job, "t")["stringData"]["token"], "t");
+  EXPECT_EQ(registry_pod(job, 0, stable_pool(job), {})["spec"].value("nodeSelector", json::object()).size(), 0u);
+}
+
+}  // namespace
+}  // namespace swarm::op

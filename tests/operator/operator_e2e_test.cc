@@ -1,0 +1,267 @@
+// The operator against a real control plane: placement of the examples, reclaim notices (taints,
+// node deletion, NotReady), stage reassignment, pool overflow and move back.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "tests/operator/fixtures.h"
+
+namespace swarm::optest {
+namespace {
+
+using namespace std::chrono_literals;
+
+class OperatorE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = std::make_unique<TestEnv>();
+    env_->start_fake_kubelet();
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::string out;
+      env_->kubectl("get pods -o wide", &out);
+      std::cerr << out << "\n" << tail(read_text(env_->dir() + "/op-1.log"), 40) << "\n";
+    }
+    env_.reset();
+  }
+  std::unique_ptr<TestEnv> env_;
+};
+
+std::string node_of(const json& pod) { return pod["spec"].value("nodeName", ""); }
+
+TEST_F(OperatorE2E, ExamplesCreateTheExpectedPodsWithTheExpectedPlacement) {
+  create_standard_nodes(*env_);
+  auto op = env_->start_operator();
+  std::string out;
+  ASSERT_EQ(env_->kubectl("apply -f " + std::string(SWARM_SOURCE_DIR) + "/examples/", &out), 0) << out;
+
+  // tiny-lm: 2 stages x 1 worker, 1 trainer, 1 registry, anywhere (no pools).
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "tiny-lm")) == 2; }, 30s));
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("tiny-lm")["status"].value("phase", "") == "Running"; }, 30s));
+  EXPECT_EQ(env_->pods("swarm-operator.io/job=tiny-lm,swarm-operator.io/role=trainer").size(), 1u);
+  EXPECT_EQ(env_->pods("swarm-operator.io/job=tiny-lm,swarm-operator.io/role=registry").size(), 1u);
+
+  // spot-lm: 3 stages x 2 workers; spot-us (priority 100) takes 4, spot-eu the other 2.
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "spot-lm")) == 6; }, 30s));
+  const json job = env_->get_job("spot-lm");
+  std::map<std::string, int> by_pool;
+  std::map<std::string, int> by_stage;
+  for (const auto& p : live_workers(*env_, "spot-lm")) {
+    const std::string pool = label(p, "swarm-operator.io/pool");
+    ++by_pool[pool];
+    ++by_stage[label(p, "swarm-operator.io/stage")];
+    const auto& spec = p["spec"];
+    const std::string region = pool == "spot-us" ? "us-central1" : "europe-west4";
+    EXPECT_EQ(spec["nodeSelector"]["topology.kubernetes.io/region"], region);
+    EXPECT_EQ(spec["nodeSelector"]["cloud.google.com/gke-spot"], "true");
+    EXPECT_EQ(spec["tolerations"][0]["key"], "cloud.google.com/gke-spot");
+    EXPECT_EQ(spec["topologySpreadConstraints"].size(), 2u);
+    EXPECT_EQ(spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+    EXPECT_EQ(p["metadata"]["ownerReferences"][0]["uid"], job["metadata"]["uid"]);
+    EXPECT_EQ(p["metadata"]["ownerReferences"][0]["controller"], true);
+    // The real scheduler put it on a node of that region.
+    const json node = env_->client().get("/api/v1/nodes/" + node_of(p));
+    EXPECT_EQ(node["metadata"]["labels"]["topology.kubernetes.io/region"], region) << p["metadata"]["name"];
+  }
+  EXPECT_EQ(by_pool["spot-us"], 4);
+  EXPECT_EQ(by_pool["spot-eu"], 2);
+  EXPECT_EQ(by_stage["0"], 2);
+  EXPECT_EQ(by_stage["1"], 2);
+  EXPECT_EQ(by_stage["2"], 2);
+  // Trainers and registry on the non-preemptible pool.
+  for (const auto& p : env_->pods("swarm-operator.io/job=spot-lm,swarm-operator.io/role in (trainer,registry)")) {
+    EXPECT_EQ(p["spec"]["nodeSelector"]["swarm-operator.io/node-class"], "on-demand");
+    EXPECT_TRUE(wait_until([&] {
+      return node_of(env_->client().get("/api/v1/namespaces/default/pods/" + p["metadata"].value("name", ""))) == "us-ondemand-0";
+    }, 20s));
+  }
+  EXPECT_EQ(env_->pods("swarm-operator.io/job=spot-lm,swarm-operator.io/role=trainer").size(), 2u);
+  // Discovery: the registry Service, one headless Service per stage, the spec and the secret.
+  for (const char* svc : {"spot-lm-registry", "spot-lm-stage-0", "spot-lm-stage-1", "spot-lm-stage-2"})
+    EXPECT_EQ(env_->kubectl(std::string("get service ") + svc, &out), 0) << out;
+  EXPECT_EQ(env_->kubectl("get configmap spot-lm-spec", &out), 0) << out;
+  EXPECT_EQ(env_->kubectl("get secret spot-lm-secret", &out), 0) << out;
+
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("spot-lm")["status"].value("workersReady", "") == "6/6"; }, 20s));
+  ASSERT_EQ(env_->kubectl("get swarmjobs", &out), 0);
+  EXPECT_NE(out.find("PHASE"), std::string::npos) << out;
+  EXPECT_NE(out.find("SAMPLES/S"), std::string::npos) << out;
+  EXPECT_NE(out.find("6/6"), std::string::npos) << out;
+  EXPECT_NE(out.find("Running"), std::string::npos) << out;
+  ASSERT_EQ(env_->kubectl("get events --field-selector involvedObject.kind=SwarmJob", &out), 0);
+  EXPECT_NE(out.find("WorkerCreated"), std::string::npos) << out;
+  EXPECT_GT(op.metric("swarm_operator_jobs{phase=\"Running\"}"), 1.5);
+}
+
+TEST_F(OperatorE2E, ReclaimTaintReplacesWorkersBeforeTheNodeDies) {
+  create_standard_nodes(*env_);
+  auto op = env_->start_operator();
+  ASSERT_EQ(env_->apply_yaml(job_yaml("reclaim", two_pool_spec(2, 2, 4))), 0);
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "reclaim")) == 4; }, 30s));
+  const json victim = live_workers(*env_, "reclaim").front();
+  const std::string node = node_of(victim);
+  std::set<std::string> before;
+  std::multiset<std::string> victim_stages;
+  std::vector<std::string> victims;
+  for (const auto& p : live_workers(*env_, "reclaim")) {
+    before.insert(p["metadata"]["name"]);
+    if (node_of(p) == node) {
+      victim_stages.insert(label(p, "swarm-operator.io/stage"));
+      victims.push_back(p["metadata"]["name"]);
+    }
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  env_->add_taint(node, "cloud.google.com/impending-node-termination");
+  std::vector<json> replacements;
+  ASSERT_TRUE(wait_until([&] {
+    replacements.clear();
+    for (const auto& p : env_->pods("swarm-operator.io/job=reclaim,swarm-operator.io/role=worker"))
+      if (!before.count(p["metadata"]["name"])) replacements.push_back(p);
+    return replacements.size() == victims.size();
+  }, 10s));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "reclaim notice -> " << victims.size() << " replacement(s) created: " << seconds << " s\n";
+  for (const auto& name : victims) {
+    const json old_pod = env_->client().get_if_exists("/api/v1/namespaces/default/pods/" + name).value_or(json::object());
+    if (!old_pod.empty()) {  // the fake kubelet may already have finished its termination
+      EXPECT_TRUE(terminating(old_pod));
+      EXPECT_EQ(old_pod["metadata"].value("deletionGracePeriodSeconds", 0), 30);
+    }
+  }
+  std::multiset<std::string> new_stages;
+  for (const auto& rep : replacements) {
+    new_stages.insert(label(rep, "swarm-operator.io/stage"));
+    const auto& terms = rep["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    EXPECT_EQ(terms[0]["matchExpressions"][0]["values"][0], node);
+  }
+  EXPECT_EQ(new_stages, victim_stages);
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "reclaim")) == 4; }, 30s));
+  for (const auto& p : live_workers(*env_, "reclaim")) EXPECT_NE(node_of(p), node);
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("reclaim")["status"].value("preemptions", 0) >= 1; }, 10s));
+  const json status = env_->get_job("reclaim")["status"];
+  EXPECT_FALSE(status.value("lastPreemptionTime", "").empty());
+  std::string out;
+  env_->kubectl("get events --field-selector reason=WorkerReclaimed", &out);
+  EXPECT_NE(out.find("GKESpotTermination"), std::string::npos) << out;
+  EXPECT_TRUE(wait_until([&] {
+    return op.metric("swarm_operator_preemptions_total{pool=\"spot-us\",reason=\"GKESpotTermination\"}") >= 1;
+  }, 5s));
+}
+
+TEST_F(OperatorE2E, OtherReclaimSignalsNodeDeletionAndNotReady) {
+  create_standard_nodes(*env_);
+  auto op = env_->start_operator();
+  // Once the spot-us nodes are all hit, its replacements overflow to spot-eu after 2 s.
+  ASSERT_EQ(env_->apply_yaml(job_yaml("signals", two_pool_spec(3, 2, 6, "  placement: {unschedulableSeconds: 2}\n"))), 0);
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "signals")) == 6; }, 30s));
+  struct Step {
+    std::string what;
+    std::function<void(const std::string&)> act;
+  };
+  std::vector<Step> steps = {
+      {"karpenter", [&](const std::string& n) { env_->add_taint(n, "karpenter.sh/disrupted"); }},
+      {"aws nth", [&](const std::string& n) { env_->add_taint(n, "aws-node-termination-handler/spot-itn"); }},
+      {"deleted", [&](const std::string& n) { env_->delete_node(n); }},
+      {"not ready", [&](const std::string& n) { env_->set_node_ready(n, false); }},
+  };
+  std::set<std::string> hit;
+  for (const auto& step : steps) {
+    // A node that still runs a worker and has not been hit yet.
+    std::string node;
+    for (const auto& p : live_workers(*env_, "signals"))
+      if (!hit.count(node_of(p)) && !node_of(p).empty()) node = node_of(p);
+    ASSERT_FALSE(node.empty()) << step.what;
+    hit.insert(node);
+    step.act(node);
+    ASSERT_TRUE(wait_until([&] {
+      auto ws = live_workers(*env_, "signals");
+      int on_node = 0;
+      for (const auto& p : ws) on_node += node_of(p) == node;
+      return on_node == 0 && ws.size() == 6u;
+    }, 30s)) << step.what;
+  }
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "signals")) == 6; }, 30s));
+  EXPECT_GE(env_->get_job("signals")["status"].value("preemptions", 0), 4);
+}
+
+TEST_F(OperatorE2E, AStageLeftWithoutCapacityTakesAWorkerFromAnother) {
+  // Four one-GPU nodes, one pool: 2 stages x 2 workers fill them exactly.
+  for (int i = 0; i < 4; ++i) {
+    env_->create_node("gpu-" + std::to_string(i), {{"topology.kubernetes.io/region", "r1"},
+                                                   {"topology.kubernetes.io/zone", "r1-" + std::to_string(i % 2)}});
+    env_->client().patch("/api/v1/nodes/gpu-" + std::to_string(i) + "/status",
+                         {{"status", {{"capacity", {{"nvidia.com/gpu", "1"}}}, {"allocatable", {{"nvidia.com/gpu", "1"}}}}}},
+                         kube::PatchType::StrategicMerge);
+  }
+  auto op = env_->start_operator();
+  const std::string spec =
+      "  pipeline: {stages: 2}\n  workers:\n    perStage: 2\n"
+      "    resources: {requests: {nvidia.com/gpu: 1}, limits: {nvidia.com/gpu: 1}}\n"
+      "  nodePools:\n  - {name: only, region: r1, maxWorkers: 4}\n";
+  ASSERT_EQ(env_->apply_yaml(job_yaml("steal", spec)), 0);
+  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "steal")) == 4; }, 30s));
+  // Both stage-0 workers lose their nodes.
+  for (const auto& p : live_workers(*env_, "steal"))
+    if (label(p, "swarm-operator.io/stage") == "0") env_->delete_node(node_of(p));
+  // Stage 0 must be served again, by capacity taken from stage 1.
+  ASSERT_TRUE(wait_until([&] {
+    int ready0 = 0, ready1 = 0;
+    for (const auto& p : live_workers(*env_, "steal")) {
+      const int r = count_ready({p});
+      (label(p, "swarm-operator.io/stage") == "0" ? ready0 : ready1) += r;
+    }
+    return ready0 == 1 && ready1 == 1;
+  }, 40s));
+  EXPECT_TRUE(wait_until([&] { return env_->get_job("steal")["status"].value("stageReassignments", 0) >= 1; }, 10s));
+  std::string out;
+  EXPECT_TRUE(wait_until([&] {
+    env_->kubectl("get events --field-selector reason=StageReassigned", &out);
+    return out.find("StageReassigned") != std::string::npos;
+  }, 10s)) << out;
+}
+
+TEST_F(OperatorE2E, UnschedulablePoolOverflowsToTheNextAndMovesBack) {
+  // spot-us has no nodes at first: its workers stay unschedulable and move to spot-eu.
+  const json spot_taint = json::array({{{"key", "cloud.google.com/gke-spot"}, {"value", "true"}, {"effect", "NoSchedule"}}});
+  env_->create_node("eu-spot-0", {{"topology.kubernetes.io/region", "europe-west4"},
+                                  {"topology.kubernetes.io/zone", "europe-west4-a"}, {"cloud.google.com/gke-spot", "true"}},
+                    spot_taint);
+  env_->create_node("us-ondemand-0", {{"topology.kubernetes.io/region", "us-central1"},
+                                      {"swarm-operator.io/node-class", "on-demand"}});
+  auto op = env_->start_operator();
+  ASSERT_EQ(env_->apply_yaml(job_yaml("overflow", two_pool_spec(2, 1, 4, "  placement: {unschedulableSeconds: 2, retryPoolSeconds: 4}\n"))), 0);
+  ASSERT_TRUE(wait_until([&] {
+    auto ws = live_workers(*env_, "overflow");
+    if (count_ready(ws) != 2) return false;
+    for (const auto& p : ws)
+      if (label(p, "swarm-operator.io/pool") != "spot-eu") return false;
+    return true;
+  }, 40s));
+  json status = env_->get_job("overflow")["status"];
+  bool us_unavailable = false;
+  for (const auto& p : status["pools"])
+    if (p["name"] == "spot-us") us_unavailable = !p.value("available", true);
+  EXPECT_TRUE(us_unavailable) << status.dump(2);
+  std::string out;
+  env_->kubectl("get events --field-selector reason=PoolOverflow", &out);
+  EXPECT_NE(out.find("spot-us"), std::string::npos) << out;
+
+  // Capacity returns in us-central1: after retryPoolSeconds the workers move back.
+  env_->create_node("us-spot-a0", {{"topology.kubernetes.io/region", "us-central1"},
+                                   {"topology.kubernetes.io/zone", "us-central1-a"}, {"cloud.google.com/gke-spot", "true"}},
+                    spot_taint);
+  ASSERT_TRUE(wait_until([&] {
+    auto ws = live_workers(*env_, "overflow");
+    if (ws.size() != 2 || count_ready(ws) != 2) return false;
+    for (const auto& p : ws)
+      if (label(p, "swarm-operator.io/pool") != "spot-us") return false;
+    return true;
+  }, 60s));
+  status = env_->get_job("overflow")["status"];
+  for (const auto& p : status["pools"]) EXPECT_TRUE(p.value("available", false)) << status.dump(2);
+}
+
+}  // namespace
+}  // namespace swarm::optest

@@ -1,0 +1,88 @@
+#include "operator/api/swarmjob.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/api/status.h"
+
+namespace swarm::op {
+namespace {
+
+json job(json spec) {
+  return {{"apiVersion", kGroupVersion},
+          {"kind", "SwarmJob"},
+          {"metadata", {{"name", "j"}, {"namespace", "ns"}, {"uid", "u-1"}, {"generation", 3}, {"resourceVersion", "7"},
+                        {"managedFields", json::array()}}},
+          {"spec", spec},
+          {"status", {{"phase", "Running"}}}};
+}
+
+TEST(SwarmJob, SplitsOperatorFieldsFromTheJobSpec) {
+  auto j = parse_swarmjob(job({{"pipeline", {{"stages", 3}}},
+                               {"workers", {{"perStage", 2}, {"image", "img:1"}, {"maxPerStage", 4},
+                                            {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}},
+                               {"trainers", {{"count", 2}}},
+                               {"placement", {{"unschedulableSeconds", 5}, {"retryPoolSeconds", 9}}},
+                               {"nodePools", json::array({{{"name", "a"}, {"region", "r"}, {"priority", 7}, {"maxWorkers", 3},
+                                                           {"preemptible", true}}})}}));
+  EXPECT_EQ(j.name, "j");
+  EXPECT_EQ(j.namespace_, "ns");
+  EXPECT_EQ(j.generation, 3);
+  EXPECT_EQ(j.spec.pipeline.stages, 3);
+  EXPECT_EQ(j.spec.workers.per_stage, 2);
+  EXPECT_EQ(j.op.workers.image, "img:1");
+  EXPECT_EQ(j.op.trainers.image, "img:1") << "trainers default to the worker image";
+  EXPECT_EQ(j.op.max_per_stage, 4);
+  EXPECT_EQ(effective_max_per_stage(j), 4);
+  EXPECT_EQ(j.op.unschedulable_seconds, 5);
+  ASSERT_EQ(j.op.pools.size(), 1u);
+  EXPECT_EQ(j.op.pools[0].priority, 7);
+  EXPECT_EQ(j.op.pools[0].max_workers, 3);
+  EXPECT_TRUE(j.op.pools[0].preemptible);
+  // The manifest for processes is exactly the `swarm local` spec: no operator fields.
+  json m = process_manifest(j);
+  EXPECT_FALSE(m["spec"].contains("nodePools"));
+  EXPECT_FALSE(m["spec"]["workers"].contains("image"));
+  EXPECT_EQ(m["metadata"]["name"], "j");
+}
+
+TEST(SwarmJob, DefaultsWithoutOperatorFields) {
+  auto j = parse_swarmjob(job(json::object()));
+  EXPECT_EQ(j.op.workers.image, kDefaultImage);
+  EXPECT_EQ(effective_max_per_stage(j), 2);
+  EXPECT_TRUE(j.op.pools.empty());
+}
+
+TEST(SwarmJob, FieldPreciseErrors) {
+  try {
+    parse_swarmjob(job({{"pipeline", {{"stages", 1}}},
+                        {"workers", {{"perStage", 2}, {"minPerStage", 3}}},
+                        {"nodePools", json::array({{{"name", "a"}, {"maxWorkers", -1}}, {{"name", "a"}, {"zone", "z"}}})}}));
+    FAIL() << "accepted";
+  } catch (const SpecError& e) {
+    std::string all;
+    for (const auto& m : e.errors()) all += m + "\n";
+    EXPECT_NE(all.find("spec.pipeline.stages: must be >= 2"), std::string::npos) << all;
+    EXPECT_NE(all.find("spec.nodePools[0].maxWorkers: must be >= 0"), std::string::npos) << all;
+    EXPECT_NE(all.find("spec.nodePools[1].name: duplicate"), std::string::npos) << all;
+    EXPECT_NE(all.find("spec.nodePools[1].zone"), std::string::npos) << all;
+  }
+}
+
+TEST(Status, RoundTripsAndKeepsTransitionTimes) {
+  SwarmJobStatus s;
+  s.phase = "Degraded";
+  s.preemptions = 4;
+  s.stages = {{0, 1, 2, 1, 3.5}};
+  s.pools = {{"us", 1, 2, 1, false, "2024-01-01T00:00:00Z", "2024-01-01T00:05:00Z", "Unschedulable"}};
+  set_condition(s.conditions, {"Ready", "False", "StagesUnderServed", "m", "", 1}, "T1");
+  set_condition(s.conditions, {"Ready", "False", "StagesUnderServed", "m2", "", 2}, "T2");
+  EXPECT_EQ(s.conditions[0].last_transition_time, "T1") << "same status: time kept";
+  set_condition(s.conditions, {"Ready", "True", "AllStagesServed", "m3", "", 2}, "T3");
+  EXPECT_EQ(s.conditions[0].last_transition_time, "T3");
+  auto back = status_from_json(to_json(s));
+  EXPECT_EQ(to_json(back), to_json(s));
+  EXPECT_EQ(to_json(s)["workersReady"], "0/0");
+}
+
+}  // namespace
+}  // namespace swarm::op
