@@ -23,17 +23,6 @@ namespace fs = std::filesystem;
 namespace swarm {
 namespace {
 
-runtime::TrainerReport train(testing::LocalSwarm& swarm, int64_t steps) {
-  runtime::TrainerOptions t;
-  t.spec = swarm.spec;
-  t.peer_id = "trainer0";
-  t.registry_url = swarm.registry->url();
-  t.secret = testing::kSecret;
-  t.max_steps = steps;
-  t.eval_batches = 1;
-  std::atomic<bool> stop{false};
-  return runtime::Trainer(t).run(stop);
-}
 
 // The complete state (parameters, optimizer moments, step) a worker would hand a joiner.
 std::string state_of(runtime::StageServer& w, int stage) {
@@ -54,7 +43,7 @@ std::string fresh_dir(const std::string& name) {
 TEST(Join, AJoinersParametersAndOptimizerStateEqualTheDonorsExactly) {
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 1);
-  ASSERT_TRUE(train(swarm, 3).finished);
+  ASSERT_TRUE(testing::train(swarm, 3).finished);
   auto& donor = *swarm.workers[0];
   auto& joiner = swarm.add_worker(0, 1);
   const auto d = donor.status(), j = joiner.status();
@@ -110,7 +99,7 @@ TEST(Checkpoint, AStageWithNoLivePeerIsRestoredFromItsNewestUsableCheckpoint) {
   spec.checkpoint.path = dir;
   spec.checkpoint.every_steps = 2;
   testing::LocalSwarm swarm(spec, 1);
-  ASSERT_TRUE(train(swarm, 4).finished);
+  ASSERT_TRUE(testing::train(swarm, 4).finished);
   auto ckpts = runtime::list_checkpoints(dir, 0);
   ASSERT_FALSE(ckpts.empty());
   EXPECT_EQ(ckpts[0].step % 2, 0);

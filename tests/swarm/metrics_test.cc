@@ -43,23 +43,12 @@ std::pair<int, std::string> promtool_check(const std::string& exposition) {
   return r;
 }
 
-runtime::TrainerReport train(testing::LocalSwarm& swarm, int64_t steps) {
-  runtime::TrainerOptions t;
-  t.spec = swarm.spec;
-  t.peer_id = "trainer0";
-  t.registry_url = swarm.registry->url();
-  t.secret = testing::kSecret;
-  t.max_steps = steps;
-  t.eval_batches = 1;
-  std::atomic<bool> stop{false};
-  return runtime::Trainer(t).run(stop);
-}
 
 TEST(Metrics, WorkerExpositionPassesPromtoolAfterTraining) {
   ASSERT_EQ(sh("command -v promtool").first, 0) << "promtool missing: run scripts/install-deps.sh";
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 2), 1);
-  ASSERT_TRUE(train(swarm, 2).finished);
+  ASSERT_TRUE(testing::train(swarm, 2).finished);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // one heartbeat: byte counters
   for (auto& w : swarm.workers) {
     const std::string text = scrape(w->metrics_port());
@@ -98,7 +87,7 @@ TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
   ASSERT_EQ(sh("command -v prometheus").first, 0) << "prometheus missing: run scripts/install-deps.sh";
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 1), 1);
-  ASSERT_TRUE(train(swarm, 1).finished);
+  ASSERT_TRUE(testing::train(swarm, 1).finished);
   const auto dir = fs::temp_directory_path() / ("swarm-prom-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const int prom_port = runtime::pick_free_port();

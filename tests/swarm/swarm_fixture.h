@@ -8,6 +8,7 @@
 #include "common/job_spec.h"
 #include "worker/swarm/registry/registry_server.h"
 #include "worker/swarm/stage_server.h"
+#include "worker/swarm/trainer.h"
 
 namespace swarm::testing {
 
@@ -63,5 +64,18 @@ struct LocalSwarm {
   std::unique_ptr<registry::RegistryServer> registry;
   std::vector<std::unique_ptr<runtime::StageServer>> workers;
 };
+
+// Runs one in-process trainer against `swarm` until every stage took `steps` steps.
+inline runtime::TrainerReport train(LocalSwarm& swarm, int64_t steps) {
+  runtime::TrainerOptions t;
+  t.spec = swarm.spec;
+  t.peer_id = "trainer0";
+  t.registry_url = swarm.registry->url();
+  t.secret = kSecret;
+  t.max_steps = steps;
+  t.eval_batches = 1;
+  std::atomic<bool> stop{false};
+  return runtime::Trainer(t).run(stop);
+}
 
 }  // namespace swarm::testing
