@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -53,6 +54,14 @@ torch::Tensor causal_self_attention(const torch::Tensor& qkv, int64_t num_heads)
   // [B,T,3,nh,hd] -> [3,B,nh,T,hd]
   auto parts = qkv.view({B, T, 3, num_heads, hd}).permute({2, 0, 3, 1, 4});
   auto q = parts[0], k = parts[1], v = parts[2];
+#if TORCH_VERSION_MAJOR >= 2
+  // On CUDA, the fused kernel (flash / memory-efficient attention): same function, no T x T
+  // tensors in memory. The CPU keeps the explicit form below, so CPU numerics never change.
+  if (qkv.is_cuda()) {
+    auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    return y.transpose(1, 2).reshape({B, T, H});
+  }
+#endif
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
   auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(qkv.device()))
                     .triu(1);
@@ -176,7 +185,11 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
                                   "]");
     }
   }
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}), flat_targets);
+  // Reduced-precision logits (a bf16/fp16 compute scope) are scored in float32.
+  const auto dtype = logits.scalar_type();
+  const torch::Tensor scored =
+      dtype == torch::kHalf || dtype == torch::kBFloat16 ? logits.to(torch::kFloat) : logits;
+  return torch::nn::functional::cross_entropy(scored.reshape({-1, V}), flat_targets);
 }
 
 }  // namespace swarm::model
