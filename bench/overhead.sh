@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 job="${1:-examples/tiny-lm.yaml}"
 steps="${2:-40}"
 repeats="${3:-2}"
-swarm=build/bin/swarm
+swarm="${SWARM_BIN:-build/bin/swarm}"
 [ -x "$swarm" ] || bash scripts/build.sh >/dev/null
 out=$(mktemp -d)
 for i in $(seq 1 "$repeats"); do
