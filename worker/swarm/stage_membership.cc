@@ -238,6 +238,8 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
   if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
   if (r != round.load()) throw std::runtime_error(kRoundClosed);
+  // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
+  if (leaving) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);
   int64_t offset = 0, total = 0;
   for (auto& p : model->parameters()) total += p.numel();
@@ -280,13 +282,13 @@ void StageServer::Impl::complete_leave() {
   report_event("samples_lost", lost);
   optimizer->zero_grad();
   const int to = move_to.exchange(-1);
-  if (to >= 0 && to != from) {
+  if (to >= 0 && to != from && !exiting) {
     report_event("stage_moves", 1);
     become_stage(to, "moved by the rebalancer");
     return;
   }
   std::lock_guard<std::mutex> lk(mu);
-  if (to >= 0) {
+  if (to >= 0 && !exiting) {
     leaving = false;  // assigned to the stage it is on: nothing to do
     return;
   }
@@ -315,6 +317,7 @@ void StageServer::Impl::drain(double seconds) {
     std::lock_guard<std::mutex> lk(mu);
     if (stopping || left) return;
     leaving = true;
+    exiting = true;  // a move assigned from now on is ignored: this process is going away
     leave_deadline = now_seconds() + seconds;
   }
   cv.notify_all();

@@ -159,7 +159,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   auto reply = task->reply.get_future();
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (stopping) throw std::runtime_error("worker is stopping");
+    if (stopping || left) throw std::runtime_error("worker is stopping");
     queue.push_back(task);
     metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
   }
@@ -460,8 +460,10 @@ void StageServer::Impl::announce(const std::string& state) {
   rec.port = server->port();
   rec.metrics_port = metrics->port();
   rec.samples_per_second = samples_per_second;
+  bool going = false;
   {
     std::lock_guard<std::mutex> lk(mu);
+    going = exiting;
     if (!state.empty()) rec.state = state;
     else if (!ready) rec.state = "joining";
     else if (leaving) rec.state = "draining";
@@ -471,7 +473,7 @@ void StageServer::Impl::announce(const std::string& state) {
     rec.queue_length = static_cast<int64_t>(queue.size());
   }
   auto reply = registry->announce(rec);
-  if (reply.assigned_stage >= 0 && reply.assigned_stage != rec.stage && ready &&
+  if (reply.assigned_stage >= 0 && reply.assigned_stage != rec.stage && ready && !going &&
       reply.assigned_stage < opt.spec.pipeline.stages) {
     if (move_to.exchange(reply.assigned_stage) != reply.assigned_stage) cv.notify_all();
   }

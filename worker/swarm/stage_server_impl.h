@@ -120,6 +120,7 @@ struct StageServer::Impl {
   bool leaving = false;           // refusing new forwards: moving to another stage or draining
   double leave_deadline = 0;
   bool left = false;              // drain finished (compute thread exits)
+  bool exiting = false;           // draining to exit (SIGTERM): never moves to another stage
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
   std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
   std::atomic<bool> resync_requested{false};
