@@ -119,7 +119,8 @@ bool operator==(const TrainingSpec& a, const TrainingSpec& b) {
                                           b.dataset, b.optimizer, b.schedule);
 }
 bool operator==(const WorkersSpec& a, const WorkersSpec& b) {
-  return std::tie(a.per_stage, a.device, a.threads) == std::tie(b.per_stage, b.device, b.threads);
+  return std::tie(a.per_stage, a.device, a.precision, a.threads) ==
+         std::tie(b.per_stage, b.device, b.precision, b.threads);
 }
 bool operator==(const RoutingSpec& a, const RoutingSpec& b) {
   return std::tie(a.ema_alpha, a.backward_weight, a.explore_peer_seconds) ==

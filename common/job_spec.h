@@ -107,6 +107,8 @@ struct TrainingSpec {
 struct WorkersSpec {
   std::int64_t per_stage = 1;  // perStage, 1..1024
   std::string device = "auto";  // device: auto | cpu | cuda
+  std::string precision = "auto";  // precision: auto | fp32 | bf16 | fp16; auto = bf16 on CUDA,
+                                   // fp32 elsewhere (matmuls under autocast, weights stay fp32)
   std::int64_t threads = 0;    // threads, 0..1024: torch intra-op threads; 0 = cores / workers
 };
 

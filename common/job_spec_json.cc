@@ -300,6 +300,7 @@ void decode_spec(Reader& root, JobSpec& out) {
     Reader r = spec.object("workers");
     r.get("perStage", out.workers.per_stage);
     r.get("device", out.workers.device);
+    r.get("precision", out.workers.precision);
     r.get("threads", out.workers.threads);
     r.finish();
   }
@@ -415,6 +416,7 @@ nlohmann::json to_json(const JobSpec& s) {
       {"workers",
        {{"perStage", s.workers.per_stage},
         {"device", s.workers.device},
+        {"precision", s.workers.precision},
         {"threads", s.workers.threads}}},
       {"trainers",
        {{"count", s.trainers.count},

@@ -172,6 +172,10 @@ void check_processes(const JobSpec& s, Rules& r) {
   if (r.ok("spec.workers.device") && d != "auto" && d != "cpu" && d != "cuda") {
     r.error("spec.workers.device", "must be one of auto, cpu, cuda, got " + quote(d));
   }
+  const std::string& p = s.workers.precision;
+  if (r.ok("spec.workers.precision") && p != "auto" && p != "fp32" && p != "bf16" && p != "fp16") {
+    r.error("spec.workers.precision", "must be one of auto, fp32, bf16, fp16, got " + quote(p));
+  }
   r.range("spec.workers.threads", s.workers.threads, 0, 1024);
 
   r.range("spec.trainers.count", s.trainers.count, 1, 1024);

@@ -41,7 +41,7 @@ JobSpec everything_changed() {
   s.training.dataset.path = "/data/openwebtext";
   s.training.optimizer = {OptimizerKind::Lamb, 0.1, 0.85, 0.999, 1e-6, 0.0, 0.0};
   s.training.schedule = {ScheduleKind::Linear, 2000, 0.0};
-  s.workers = {4, "cuda", 16};
+  s.workers = {4, "cuda", "bf16", 16};
   s.trainers = {32, 8, {0.25, 1.5, 0.5}};
   s.timeouts = {1.5, 10, 20, 45, 0.25, 2.75, 600};
   s.secret = {"HMAC_KEY", "swarm-secret", "hmac"};
@@ -71,6 +71,8 @@ TEST(JobSpecJson, UsesTheYamlKeysAndIncludesDefaults) {
   EXPECT_EQ(s["model"]["hiddenSize"], 192);
   EXPECT_EQ(s["model"]["sharedLayers"], false);
   EXPECT_EQ(s["pipeline"]["compression"], "none");
+  EXPECT_EQ(s["workers"]["device"], "auto");
+  EXPECT_EQ(s["workers"]["precision"], "auto");
   EXPECT_EQ(s["training"]["optimizer"]["name"], "adamw");
   EXPECT_EQ(s["training"]["optimizer"]["betas"], (json{0.9, 0.95}));
   EXPECT_EQ(s["training"]["schedule"]["kind"], "cosine");
@@ -104,6 +106,10 @@ TEST(JobSpecJson, AppliesTheSameValidation) {
       {"/spec/timeouts/peerExpirySeconds", 0.5,
        "spec.timeouts.peerExpirySeconds: must be > spec.timeouts.heartbeatSeconds (1), got 0.5"},
       {"/spec/workers/device", nullptr, ""},  // null = default: valid
+      {"/spec/workers/precision", nullptr, ""},
+      {"/spec/workers/precision", "fp64",
+       "spec.workers.precision: must be one of auto, fp32, bf16, fp16, got \"fp64\""},
+      {"/spec/workers/precision", 16, "spec.workers.precision: expected a string, got 16"},
       {"/spec/model/hiddenSiz",
        1, "spec.model.hiddenSiz: unknown field (did you mean hiddenSize?)"},
       {"/metadata/name", "", "metadata.name: must not be empty"},

@@ -72,6 +72,7 @@ TEST(JobSpec, BundledExampleParsesToTheDefaults) {
   EXPECT_DOUBLE_EQ(spec.training.schedule.min_learning_rate_ratio, 0.1);
   EXPECT_EQ(spec.workers.per_stage, 1);
   EXPECT_EQ(spec.workers.device, "auto");
+  EXPECT_EQ(spec.workers.precision, "auto");
   EXPECT_EQ(spec.workers.threads, 0);
   EXPECT_EQ(spec.trainers.count, 1);
   EXPECT_EQ(spec.trainers.inflight_microbatches, 4);
@@ -115,7 +116,7 @@ TEST(JobSpec, ParsesEveryValueSpelling) {
       "{model: {sharedLayers: true, mlpRatio: 2}, pipeline: {stages: 4, compression: blockwise8},"
       " training: {seed: 18446744073709551615, optimizer: {name: lamb, learningRate: 1e-3,"
       " betas: [0, .5]}, schedule: {kind: linear, warmupSteps: 0}, globalBatch: 0x40},"
-      " workers: {device: cuda, threads: 0o10}, timeouts: {connectSeconds: 0.5},"
+      " workers: {device: cuda, precision: bf16, threads: 0o10}, timeouts: {connectSeconds: 0.5},"
       " secret: {env: MY_SECRET, secretRef: {name: swarm.secrets, key: hmac.key}}}"));
   EXPECT_TRUE(spec.model.shared_layers);
   EXPECT_EQ(spec.model.mlp_ratio, 2);
@@ -130,6 +131,7 @@ TEST(JobSpec, ParsesEveryValueSpelling) {
   EXPECT_EQ(spec.training.schedule.warmup_steps, 0);
   EXPECT_EQ(spec.training.global_batch, 64);
   EXPECT_EQ(spec.workers.device, "cuda");
+  EXPECT_EQ(spec.workers.precision, "bf16");
   EXPECT_EQ(spec.workers.threads, 8);
   EXPECT_DOUBLE_EQ(spec.timeouts.connect_seconds, 0.5);
   EXPECT_EQ(spec.secret.env, "MY_SECRET");
@@ -237,6 +239,11 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
       {"{workers: {perStage: 1025}}", "spec.workers.perStage: must be <= 1024, got 1025"},
       {"{workers: {device: gpu}}",
        "spec.workers.device: must be one of auto, cpu, cuda, got \"gpu\""},
+      {"{workers: {precision: fp8}}",
+       "spec.workers.precision: must be one of auto, fp32, bf16, fp16, got \"fp8\""},
+      {"{workers: {precision: BF16}}",
+       "spec.workers.precision: must be one of auto, fp32, bf16, fp16, got \"BF16\""},
+      {"{workers: {precision: 16}}", "spec.workers.precision: expected a string, got 16"},
       {"{workers: {threads: -1}}", "spec.workers.threads: must be >= 0, got -1"},
       {"{trainers: {count: 0}}", "spec.trainers.count: must be >= 1, got 0"},
       {"{trainers: {inflightMicrobatches: 2000}}",
