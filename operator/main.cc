@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   bool leader_elect = true;
   double lease_s = 15, renew_s = 10, retry_s = 2, resync_s = 300, qps = 50, burst = 100;
   int workers = 4;
+  swarm::op::ProgressPollerOptions progress;
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--context", context, "kubeconfig context (default: current)");
   app.add_option("--namespace", watch_ns, "watch only this namespace (default: all)");
@@ -50,6 +51,15 @@ int main(int argc, char** argv) {
   app.add_option("--renew-deadline", renew_s, "seconds the leader may fail to renew before stepping down")->capture_default_str();
   app.add_option("--retry-period", retry_s, "seconds between Lease attempts")->capture_default_str();
   app.add_option("--identity", identity, "this replica's name in the Lease")->capture_default_str();
+  app.add_option("--progress-period", progress.period_seconds,
+                 "seconds between reads of each running job's registry (step, samples/s); 0 = off")->capture_default_str();
+  app.add_option("--progress-timeout", progress.timeout_seconds, "timeout of one registry request, seconds")
+      ->capture_default_str();
+  app.add_option("--progress-window", progress.window_seconds, "samples/s is the step advance over this many seconds")
+      ->capture_default_str();
+  app.add_option("--registry-url-template", progress.url_template,
+                 "registry URL of a job ({job}, {namespace}); the annotation swarm-operator.io/registry-url overrides it")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -72,6 +82,7 @@ int main(int argc, char** argv) {
     options.namespace_ = watch_ns;
     options.workers = workers;
     options.resync_seconds = resync_s;
+    options.progress = progress;
     swarm::op::Controller controller(client, events, metrics, options);
     controller.start();
     spdlog::info("swarm-operator {}: watching {} on {}", identity, watch_ns.empty() ? "all namespaces" : watch_ns,

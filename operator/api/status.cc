@@ -23,7 +23,8 @@ json to_json(const SwarmJobStatus& s) {
   j["stages"] = json::array();
   for (const auto& st : s.stages) {
     j["stages"].push_back({{"stage", st.stage}, {"ready", st.ready}, {"desired", st.desired},
-                           {"pending", st.pending}, {"samplesPerSecond", st.samples_per_second}});
+                           {"pending", st.pending}, {"samplesPerSecond", st.samples_per_second},
+                           {"step", st.step}, {"queueLength", st.queue_length}, {"peers", st.peers}});
   }
   j["pools"] = json::array();
   for (const auto& p : s.pools) {
@@ -36,6 +37,9 @@ json to_json(const SwarmJobStatus& s) {
   }
   if (!s.last_preemption_time.empty()) j["lastPreemptionTime"] = s.last_preemption_time;
   j["reclaimedNodes"] = s.reclaimed_nodes;
+  if (!s.last_step_time.empty()) j["lastStepTime"] = s.last_step_time;
+  j["rebalanceMoves"] = s.rebalance_moves;
+  j["swarmEvents"] = s.swarm_events;
   return j;
 }
 
@@ -59,8 +63,12 @@ SwarmJobStatus status_from_json(const json& j) {
                             c.value("observedGeneration", 0LL)});
   }
   for (const auto& st : j.value("stages", json::array())) {
-    s.stages.push_back({st.value("stage", 0), st.value("ready", 0), st.value("desired", 0),
-                        st.value("pending", 0), st.value("samplesPerSecond", 0.0)});
+    StageStatus ss{st.value("stage", 0), st.value("ready", 0), st.value("desired", 0), st.value("pending", 0),
+                   st.value("samplesPerSecond", 0.0)};
+    ss.step = st.value("step", 0LL);
+    ss.queue_length = st.value("queueLength", 0LL);
+    ss.peers = st.value("peers", 0);
+    s.stages.push_back(ss);
   }
   for (const auto& p : j.value("pools", json::array())) {
     PoolStatus ps;
@@ -75,6 +83,12 @@ SwarmJobStatus status_from_json(const json& j) {
     s.pools.push_back(ps);
   }
   for (const auto& n : j.value("reclaimedNodes", json::array())) s.reclaimed_nodes.push_back(n.get<std::string>());
+  s.last_step_time = j.value("lastStepTime", "");
+  s.rebalance_moves = j.value("rebalanceMoves", 0LL);
+  const json events = j.value("swarmEvents", json::object());
+  if (events.is_object())
+    for (const auto& [kind, count] : events.items())
+      if (count.is_number_integer()) s.swarm_events[kind] = count.get<std::int64_t>();
   return s;
 }
 

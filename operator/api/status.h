@@ -3,6 +3,7 @@
 // the pods, so a restarted operator loses nothing.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,7 +23,11 @@ struct Condition {
 
 struct StageStatus {
   int stage = 0, ready = 0, desired = 0, pending = 0;
+  // From the job's registry (operator/controller/progress.h): steps the stage took, the capacity
+  // (samples per compute-second) of its serving workers, their queued requests, live peers.
   double samples_per_second = 0;
+  std::int64_t step = 0, queue_length = 0;
+  int peers = 0;
 };
 
 struct PoolStatus {
@@ -47,6 +52,11 @@ struct SwarmJobStatus {
   std::string last_preemption_time;
   std::int64_t stage_reassignments = 0;
   std::vector<std::string> reclaimed_nodes;  // nodes with a notice that still hold our pods
+  // From the job's registry: when the step last rose (RFC 3339), rebalancer moves, and the
+  // events peers report (checkpoint restores, hand-offs, lost samples...).
+  std::string last_step_time;
+  std::int64_t rebalance_moves = 0;
+  std::map<std::string, std::int64_t> swarm_events;
 };
 
 json to_json(const SwarmJobStatus& s);

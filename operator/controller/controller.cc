@@ -25,6 +25,11 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   nodes_ = std::make_unique<kube::Informer>(client, nodes);
   world_ = std::make_unique<World>(*jobs_, *pods_, *nodes_);
   reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
+  if (options_.progress.period_seconds > 0) {
+    progress_ = std::make_unique<ProgressPoller>(
+        options_.progress, [this] { return progress_targets(); }, [this](const std::string& key) { queue_.add(key); });
+    reconciler_->set_progress_source(progress_.get());
+  }
   jobs_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) { on_job(t, o); });
   pods_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_pod(t, o, old); });
   nodes_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_node(t, o, old); });
@@ -56,10 +61,30 @@ void Controller::lead() {
   // Level-based: a new leader looks at every job once, whatever it missed.
   for (const auto& j : jobs_->list()) queue_.add(kube::object_key(j));
   for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { work(); });
+  if (progress_) progress_->start();
+}
+
+std::vector<ProgressTarget> Controller::progress_targets() const {
+  std::vector<ProgressTarget> out;
+  for (const auto& obj : jobs_->list()) {
+    const auto status = obj.value("status", kube::json::object());
+    const std::string phase = status.value("phase", "");
+    if (phase != "Running" && phase != "Degraded") continue;
+    if (obj["metadata"].contains("deletionTimestamp")) continue;
+    try {
+      const SwarmJob job = parse_swarmjob(obj);
+      out.push_back({kube::object_key(obj), job.uid, registry_url_for(obj, options_.progress.url_template),
+                     static_cast<int>(job.spec.pipeline.stages), job.spec.training.global_batch});
+    } catch (const std::exception&) {
+      // An invalid spec is reported by the reconcile; nothing to read for it.
+    }
+  }
+  return out;
 }
 
 void Controller::stop() {
   if (stop_.exchange(true)) return;
+  if (progress_) progress_->stop();
   queue_.shutdown();
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -4,6 +4,9 @@
 // planner's deadlines. Node and pod reclaim notices enqueue the affected jobs at once (front of
 // the line: no backoff), which is what makes notice -> replacement fast.
 //
+// The ProgressPoller reads running jobs' registries while leading and enqueues a job whose
+// figures changed; the reconcile writes them into status.
+//
 // Informers run from start(); keys are processed only while lead() is in effect, so a standby
 // replica has warm caches and takes over within one lease retry period.
 #pragma once
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "operator/controller/metrics.h"
+#include "operator/controller/progress_poller.h"
 #include "operator/controller/reconciler.h"
 #include "operator/controller/world.h"
 #include "operator/kube/client.h"
@@ -28,6 +32,8 @@ struct ControllerOptions {
   std::string namespace_;       // "" = all namespaces
   int workers = 4;              // reconcile threads
   double resync_seconds = 300;  // every job is reconciled at least this often
+  // Job progress from each running job's registry; period_seconds <= 0 turns it off.
+  ProgressPollerOptions progress;
 };
 
 class Controller {
@@ -48,6 +54,7 @@ class Controller {
   void on_pod(kube::EventType t, const kube::json& obj, const kube::json* old);
   void on_node(kube::EventType t, const kube::json& obj, const kube::json* old);
   void work();
+  std::vector<ProgressTarget> progress_targets() const;
 
   kube::Client& client_;
   OperatorMetrics& metrics_;
@@ -55,6 +62,7 @@ class Controller {
   std::unique_ptr<kube::Informer> jobs_, pods_, nodes_;
   std::unique_ptr<World> world_;
   std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<ProgressPoller> progress_;
   kube::WorkQueue queue_;
   std::vector<std::thread> threads_;
   std::thread stats_;

@@ -166,6 +166,30 @@ void Reconciler::write_status(const json& job_obj, const SwarmJobStatus& status)
       {{"status", next}}));
 }
 
+void Reconciler::apply_registry_reading(const SwarmJob& job, const std::string& key, SwarmJobStatus& status,
+                                        const std::string& now_s) {
+  const auto reading = progress_->latest(key);
+  if (!reading) return;  // not read yet (or the job is not running): keep what status says
+  if (reading->has_progress) {
+    apply_progress(status, reading->progress,
+                   reading->step_changed_unix > 0 ? kube::format_time(kube::from_seconds(reading->step_changed_unix)) : "");
+  }
+  const Condition* before = find_condition(status.conditions, "RegistryReachable");
+  const bool was_ok = !before || before->status == "True";
+  if (reading->ok) {
+    set_condition(status.conditions,
+                  {"RegistryReachable", "True", "RegistryRead", "progress read from " + reading->url, "", job.generation},
+                  now_s);
+    if (!was_ok) record(job, "Normal", "RegistryReachable", "progress read from " + reading->url + " again");
+  } else {
+    set_condition(status.conditions,
+                  {"RegistryReachable", "False", reading->error_reason,
+                   reading->error + " (step, samplesPerSecond and stages[] keep their last values)", "", job.generation},
+                  now_s);
+    if (was_ok) record(job, "Warning", reading->error_reason, reading->error);
+  }
+}
+
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   ReconcileResult result;
   const auto slash = key.find('/');
@@ -341,7 +365,17 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
 
   // Status.
   status.observed_generation = job.generation;
+  const std::vector<StageStatus> old_stages = status.stages;
   status.stages.assign(in.stages, StageStatus{});
+  for (const auto& old : old_stages) {
+    // What the registry said last (progress.h) stays until it says something new.
+    if (old.stage < 0 || old.stage >= in.stages) continue;
+    auto& st = status.stages[old.stage];
+    st.step = old.step;
+    st.samples_per_second = old.samples_per_second;
+    st.queue_length = old.queue_length;
+    st.peers = old.peers;
+  }
   status.ready_workers = 0;
   status.desired_workers = in.stages * in.per_stage;
   std::set<std::string> deleted_now;
@@ -411,6 +445,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
                 {"PoolOverflow", overflow ? "True" : "False", overflow ? "PoolUnschedulable" : "AllPoolsAvailable",
                  overflow ? "some pools cannot schedule workers; their workers run in the next pool by priority"
                           : "every pool is available", "", gen}, now_s);
+  if (progress_) apply_registry_reading(job, key, status, now_s);
   if (old_phase != status.phase)
     record(job, status.phase == "Degraded" ? "Warning" : "Normal", "Phase" + status.phase,
            "phase " + old_phase + " -> " + status.phase);

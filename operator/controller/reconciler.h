@@ -10,6 +10,7 @@
 #include "operator/api/status.h"
 #include "operator/api/swarmjob.h"
 #include "operator/controller/metrics.h"
+#include "operator/controller/progress_poller.h"
 #include "operator/controller/world.h"
 #include "operator/kube/client.h"
 #include "operator/kube/events.h"
@@ -25,6 +26,9 @@ class Reconciler {
   Reconciler(kube::Client& client, kube::EventRecorder& events, OperatorMetrics& metrics, World& world)
       : client_(client), events_(events), metrics_(metrics), world_(world) {}
 
+  // Job progress read from the registries (may be null: status keeps its figures as they are).
+  void set_progress_source(const ProgressPoller* poller) { progress_ = poller; }
+
   // Throws on API errors; the caller requeues with backoff.
   ReconcileResult reconcile(const std::string& key);
 
@@ -34,12 +38,15 @@ class Reconciler {
   void ensure(const std::string& collection, const std::string& name, const kube::json& manifest,
               bool update_if_different);
   void write_status(const kube::json& job_obj, const SwarmJobStatus& status);
+  void apply_registry_reading(const SwarmJob& job, const std::string& key, SwarmJobStatus& status,
+                              const std::string& now_s);
   void record(const SwarmJob& job, const std::string& type, const std::string& reason, const std::string& msg);
 
   kube::Client& client_;
   kube::EventRecorder& events_;
   OperatorMetrics& metrics_;
   World& world_;
+  const ProgressPoller* progress_ = nullptr;
   std::mutex mu_;
   std::map<std::string, std::string> ensured_;  // job uid -> "generation" whose support objects exist
 };

@@ -313,9 +313,11 @@ TestEnv::Operator TestEnv::start_operator(const std::vector<std::string>& extra,
                                    "--metrics-bind", "127.0.0.1:" + std::to_string(op.metrics_port),
                                    "--identity", tag + "-" + std::to_string(++op_count_)};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  // Test defaults (short leases: hand-over tests stay quick), unless the caller set them.
+  // Test defaults (short leases: hand-over tests stay quick; no registry polling, since job
+  // registries are pods that never run here), unless the caller set them.
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--lease-duration", "4"}, {"--renew-deadline", "3"}, {"--retry-period", "0.5"}, {"--log-level", "debug"}}) {
+           {"--lease-duration", "4"}, {"--renew-deadline", "3"}, {"--retry-period", "0.5"}, {"--log-level", "debug"},
+           {"--progress-period", "0"}}) {
     if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
       argv.push_back(flag);
       argv.push_back(value);

@@ -1,0 +1,85 @@
+// ProgressPoller: reads every running SwarmJob's registry on its own threads, off the reconcile
+// path. Every `period_seconds` it asks `targets()` which jobs to read (Running or Degraded, with
+// the registry URL of each), GETs /v1/peers?role=worker and /v1/stats from each with
+// `timeout_seconds` per request (through RegistryClient, the same client workers use), folds the
+// replies into the job's JobProgress (progress.h, pure) and keeps the latest Reading per job.
+// When a reading differs from the previous one (figures, or the error) it calls `changed(key)`:
+// the controller enqueues the job, and the reconcile writes the figures into status (one writer
+// of status; a status write only when something changed).
+//
+// Concurrency: up to `concurrency` registries are read at once, so one registry that times out
+// delays only its own job's figures. latest() never blocks on I/O.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "operator/controller/progress.h"
+
+namespace swarm::op {
+
+struct ProgressPollerOptions {
+  // 10 s: status is for people and dashboards (kubectl get swarmjobs); the registry answers from
+  // memory, so 50 jobs cost 10 small GETs a second.
+  double period_seconds = 10;
+  double timeout_seconds = 3;     // per request; a registry slower than this counts as unreachable
+  double window_seconds = 60;     // samples/s is the step advance over this long
+  int concurrency = 4;
+  std::string url_template = kDefaultRegistryUrlTemplate;
+};
+
+struct ProgressTarget {
+  std::string key;       // namespace/name
+  std::string uid;       // a job recreated under the same name starts afresh
+  std::string base_url;  // registry_url_for(job)
+  int stages = 2;
+  std::int64_t global_batch = 64;
+};
+
+struct ProgressReading {
+  bool ok = false;
+  std::string error;        // when !ok: what failed, with the URL
+  std::string error_reason; // RegistryUnreachable | RegistryBadReply
+  std::string url;
+  JobProgress progress;     // the last good progress (kept through errors)
+  bool has_progress = false;
+  double step_changed_unix = 0;  // system-clock seconds of progress.step_changed_at
+};
+
+class ProgressPoller {
+ public:
+  using Targets = std::function<std::vector<ProgressTarget>()>;
+  using Changed = std::function<void(const std::string& key)>;
+
+  ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed);
+  ~ProgressPoller();
+
+  void start();
+  void stop();
+
+  // The latest reading of a job, if it was read at all.
+  std::optional<ProgressReading> latest(const std::string& key) const;
+
+ private:
+  void loop();
+  void poll_one(const ProgressTarget& t);
+
+  ProgressPollerOptions options_;
+  Targets targets_;
+  Changed changed_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, ProgressReading> readings_;
+  std::map<std::string, std::string> uids_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace swarm::op

@@ -1,0 +1,158 @@
+// Job progress in .status: the operator reads a real `swarm registry` (started here on loopback
+// and pointed at through the swarm-operator.io/registry-url annotation), fed with heartbeats and
+// events the way workers send them (RegistryClient), and the figures show in the SwarmJob's status
+// on a real API server. A registry that goes away, or a URL that is no registry, gives a
+// RegistryReachable=False condition and a Warning Event; the operator keeps running.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/operator/fixtures.h"
+#include "worker/swarm/registry/registry_client.h"
+
+namespace swarm::optest {
+namespace {
+
+using namespace std::chrono_literals;
+
+const json* condition(const json& job, const std::string& type) {
+  for (const auto& c : job["status"].value("conditions", json::array()))
+    if (c.value("type", "") == type) return &c;
+  return nullptr;
+}
+
+std::string condition_field(const json& job, const std::string& type, const std::string& field) {
+  for (const auto& c : job["status"].value("conditions", json::array()))
+    if (c.value("type", "") == type) return c.value(field, "");
+  return "";
+}
+
+planner::PeerRecord worker(const std::string& id, int stage, std::int64_t round, double sps, int port) {
+  planner::PeerRecord r;
+  r.peer_id = id;
+  r.role = "worker";
+  r.stage = stage;
+  r.host = "127.0.0.1";
+  r.port = port;
+  r.state = "serving";
+  r.round = round;
+  r.samples_per_second = sps;
+  r.queue_length = stage;
+  return r;
+}
+
+class OperatorProgress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = std::make_unique<TestEnv>();
+    env_->start_fake_kubelet();
+    create_standard_nodes(*env_);
+    registry_port_ = free_port();
+    registry_ = spawn({std::string(SWARM_BINARY_DIR) + "/bin/swarm", "registry", "--host", "127.0.0.1", "--port",
+                       std::to_string(registry_port_), "--peer-expiry", "120"},
+                      env_->dir() + "/registry.log");
+    url_ = "http://127.0.0.1:" + std::to_string(registry_port_);
+    client_ = std::make_unique<registry::RegistryClient>(url_, 2000ms);
+    ASSERT_TRUE(wait_until([&] { return client_->healthy(); }, 20s)) << read_text(env_->dir() + "/registry.log");
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      std::cerr << env_->get_job("progress").dump(2) << "\n" << tail(read_text(env_->dir() + "/op-1.log"), 40) << "\n";
+    }
+    registry_.stop();
+    env_.reset();
+  }
+  std::unique_ptr<TestEnv> env_;
+  Process registry_;
+  int registry_port_ = 0;
+  std::string url_;
+  std::unique_ptr<registry::RegistryClient> client_;
+};
+
+TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
+  auto op = env_->start_operator({"--progress-period", "0.5", "--progress-timeout", "1", "--progress-window", "30"});
+  const std::string spec = "  pipeline: {stages: 2}\n  workers: {perStage: 1}\n  training: {globalBatch: 32, microbatch: 8}\n";
+  const std::string yaml = "apiVersion: swarm-operator.io/v1alpha1\nkind: SwarmJob\nmetadata:\n  name: progress\n"
+                           "  annotations: {swarm-operator.io/registry-url: \"" + url_ + "\"}\nspec:\n" + spec;
+  std::string out;
+  ASSERT_EQ(env_->apply_yaml(yaml, &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("progress")["status"].value("phase", "") == "Running"; }, 30s));
+
+  // Heartbeats as workers send them, and events as peers report them.
+  client_->announce(worker("w-a", 0, 7, 120.5, 9001));
+  client_->announce(worker("w-b", 1, 6, 80.25, 9002));
+  client_->add_event("checkpoint_restores", 2);
+  client_->add_event("handoffs", 1);
+  json job;
+  ASSERT_TRUE(wait_until([&] {
+    job = env_->get_job("progress");
+    const json& st = job["status"];
+    return st.value("step", 0) == 6 && st["stages"].size() == 2 && st["stages"][0].value("step", 0) == 7 &&
+           st.value("swarmEvents", json::object()).value("handoffs", 0) == 1;
+  }, 20s)) << job["status"].dump(2);
+  const json& st = job["status"];
+  EXPECT_DOUBLE_EQ(st["stages"][0].value("samplesPerSecond", 0.0), 120.5);
+  EXPECT_DOUBLE_EQ(st["stages"][1].value("samplesPerSecond", 0.0), 80.25);
+  EXPECT_EQ(st["stages"][1].value("step", 0), 6);
+  EXPECT_EQ(st["stages"][1].value("queueLength", 0), 1);
+  EXPECT_EQ(st["stages"][0].value("peers", 0), 1);
+  EXPECT_EQ(st["stages"][0].value("ready", 0), 1);  // pod counts stay the reconcile's
+  EXPECT_EQ(st["swarmEvents"].value("checkpoint_restores", 0), 2);
+  EXPECT_EQ(st.value("rebalanceMoves", -1), 0);
+  EXPECT_FALSE(st.value("lastStepTime", "").empty());
+  EXPECT_EQ(condition_field(job, "RegistryReachable", "status"), "True");
+  EXPECT_NE(condition_field(job, "RegistryReachable", "message").find(url_), std::string::npos);
+
+  // Training goes on: 10 more steps in about 2 s -> samples/s = steps x globalBatch / seconds.
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1; i <= 10; ++i) {
+    client_->announce(worker("w-a", 0, 7 + i, 120.5, 9001));
+    client_->announce(worker("w-b", 1, 6 + i, 80.25, 9002));
+    std::this_thread::sleep_for(200ms);
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("progress")["status"].value("step", 0) == 16; }, 10s));
+  // The operator's window spans the readings it took (every 0.5 s) since step 6: between 10
+  // steps over the whole run plus a period or two, and 10 steps over the announcing time minus one.
+  double sps = 0;
+  ASSERT_TRUE(wait_until([&] {
+    sps = env_->get_job("progress")["status"].value("samplesPerSecond", 0.0);
+    return sps > 0;
+  }, 10s));
+  EXPECT_GT(sps, 10 * 32 / (took + 15.0)) << "took " << took;
+  EXPECT_LT(sps, 10 * 32 / (took - 1.0)) << "took " << took;
+  ASSERT_EQ(env_->kubectl("get swarmjob progress", &out), 0);
+  EXPECT_NE(out.find(" 16 "), std::string::npos) << out;  // the STEP column
+
+  // The registry dies: condition False with the URL, a Warning Event, figures kept, operator alive.
+  registry_.stop();
+  ASSERT_TRUE(wait_until([&] {
+    job = env_->get_job("progress");
+    return condition_field(job, "RegistryReachable", "status") == "False";
+  }, 20s)) << job["status"].dump(2);
+  EXPECT_EQ(condition_field(job, "RegistryReachable", "reason"), "RegistryUnreachable");
+  EXPECT_NE(condition_field(job, "RegistryReachable", "message").find(url_), std::string::npos)
+      << condition_field(job, "RegistryReachable", "message");
+  EXPECT_EQ(job["status"].value("step", 0), 16);
+  EXPECT_EQ(job["status"].value("phase", ""), "Running");  // training state is the pods', not the registry's
+  ASSERT_TRUE(wait_until([&] {
+    env_->kubectl("get events --field-selector involvedObject.name=progress,reason=RegistryUnreachable", &out);
+    return out.find("RegistryUnreachable") != std::string::npos;
+  }, 10s)) << out;
+  EXPECT_TRUE(op.proc.alive());
+
+  // A URL that answers but is no registry (the operator's own metrics server): a bad reply.
+  const std::string not_registry = "http://127.0.0.1:" + std::to_string(op.metrics_port);
+  ASSERT_EQ(env_->kubectl("annotate swarmjob progress --overwrite swarm-operator.io/registry-url=" + not_registry, &out), 0)
+      << out;
+  ASSERT_TRUE(wait_until([&] {
+    job = env_->get_job("progress");
+    return condition_field(job, "RegistryReachable", "reason") == "RegistryBadReply";
+  }, 20s)) << job["status"].dump(2);
+  EXPECT_NE(condition_field(job, "RegistryReachable", "message").find(not_registry), std::string::npos)
+      << condition_field(job, "RegistryReachable", "message");
+  EXPECT_TRUE(op.proc.alive());
+  EXPECT_NE(condition(job, "Ready"), nullptr);
+}
+
+}  // namespace
+}  // namespace swarm::optest
