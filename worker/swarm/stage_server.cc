@@ -6,6 +6,7 @@
 
 #include "planner/rebalance.h"
 #include "worker/model/device.h"
+#include "worker/model/precision.h"
 #include "worker/model/state.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/protocol.h"
@@ -52,6 +53,20 @@ void StageServer::start() {
   const auto& spec = I.opt.spec;
   torch::set_num_threads(std::max(1, I.opt.threads));
   I.device = model::pick_device(spec.workers.device);
+  {
+    model::StageComputeOptions co;
+    co.force_loss_scaling = I.opt.force_loss_scaling;
+    if (I.opt.initial_loss_scale > 0) {
+      co.scaler.init_scale = I.opt.initial_loss_scale;
+      co.scaler.max_scale = std::max(co.scaler.max_scale, I.opt.initial_loss_scale);
+    }
+    const auto precision = model::pick_precision(spec.workers.precision, I.device);
+    I.compute = std::make_unique<model::StageCompute>(I.device, precision, co);
+    if (I.compute->precision() != precision)
+      spdlog::warn("worker {}: spec.workers.precision {} computes in {} on {}", I.opt.peer_id,
+                   model::precision_name(precision), model::precision_name(I.compute->precision()),
+                   I.device.str());
+  }
   I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "worker", I.opt.peer_id);
   I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
   I.server = std::make_unique<net::Server>(
@@ -74,9 +89,9 @@ void StageServer::start() {
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
   I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
-  spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, {} threads",
+  spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads",
                I.opt.peer_id, I.stage.load(), I.round.load(), I.opt.host, I.server->port(), I.metrics->port(),
-               I.device.str(), torch::get_num_threads());
+               I.device.str(), I.compute->describe(), torch::get_num_threads());
 }
 
 void StageServer::stop() {
@@ -113,6 +128,14 @@ WorkerStatus StageServer::status() const {
   s.activations = static_cast<int64_t>(I.activations.size());
   s.fingerprint = I.fingerprint;
   s.samples_processed = I.processed;
+  if (I.compute) {
+    s.precision = I.compute->describe();
+    s.loss_scale = I.compute->loss_scaling() ? I.compute->scaler().scale() : 0.0;
+    s.skipped_steps = I.compute->scaler().skipped_steps();
+    const auto st = I.compute->staging_stats();
+    s.staging_allocations = st.allocations;
+    s.staging_reuses = st.reuses;
+  }
   return s;
 }
 
@@ -198,7 +221,8 @@ torch::Tensor StageServer::Impl::check_input(const net::WireTensor& w, const cha
   } else if (!torch::isfinite(t).all().item<bool>()) {
     throw fail("contains NaN or infinity");
   }
-  return t.to(device);
+  // On CUDA through a pooled pinned buffer and the copy stream; on the CPU the wire buffer itself.
+  return compute->to_device(t);
 }
 
 net::Message StageServer::Impl::do_forward(Task& task) {
@@ -210,10 +234,10 @@ net::Message StageServer::Impl::do_forward(Task& task) {
   torch::Tensor out;
   if (eval) {
     torch::NoGradGuard no_grad;
-    out = model->forward(input);
+    out = compute->forward(*model, input);
   } else {
     if (stage.load() > 0) input = input.detach().requires_grad_(true);
-    out = model->forward(input);
+    out = compute->forward(*model, input);
     std::lock_guard<std::mutex> lk(mu);
     // A repeated microbatch id replaces the older activations (a trainer retried the forward).
     auto& slot = activations[meta_string(task.meta, "mb")];
@@ -221,7 +245,8 @@ net::Message StageServer::Impl::do_forward(Task& task) {
     slot = Activation{input, out, samples, round.load(), now_seconds()};
   }
   auto reply = make_message(net::ForwardReply, {{"round", round.load()}});
-  reply.tensors.push_back(to_wire(out));
+  // Activations travel as float32 (what check_input accepts), whatever the compute precision.
+  reply.tensors.push_back(to_wire(compute->to_host(out, torch::kFloat32)));
   return reply;
 }
 
@@ -236,21 +261,22 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
   const bool eval = meta_bool(task.meta, "eval", false);
   if (eval) {
     torch::NoGradGuard no_grad;
-    auto loss = model->loss(model->forward(input), targets);
+    auto loss = model->loss(compute->forward(*model, input), targets);
     return make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
   }
   input = input.detach().requires_grad_(true);
-  auto loss = model->loss(model->forward(input), targets);
+  auto loss = model->loss(compute->forward(*model, input), targets);
   // Gradients are summed over samples here and divided by the round's total at averaging time,
-  // so microbatches of any size and any number of peers weigh exactly by their samples.
-  (loss * static_cast<double>(samples)).backward();
+  // so microbatches of any size and any number of peers weigh exactly by their samples. With fp16
+  // the backward is loss-scaled and the gradients unscaled before they accumulate.
+  compute->backward_loss(*model, loss * static_cast<double>(samples), input);
   {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
   completed += samples;
   auto reply = make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
-  reply.tensors.push_back(to_wire(input.grad()));
+  reply.tensors.push_back(to_wire(compute->to_host(input.grad(), torch::kFloat32)));
   return reply;
 }
 
@@ -278,20 +304,20 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     // Recompute the forward from the stage input the trainer kept (failover or expiry).
     act.input = check_input(m.tensors[1], "input", samples);
     if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
-    act.output = model->forward(act.input);
+    act.output = compute->forward(*model, act.input);
     act.samples = samples;
   }
   auto grad = from_wire(m.tensors[0]);
   if (grad.scalar_type() != torch::kFloat32 || grad.sizes() != act.output.sizes())
     throw std::invalid_argument("grad_output: expected float32 of the forward output's shape");
-  torch::autograd::backward({act.output}, {grad.to(device)});
+  compute->backward(*model, act.output, grad, act.input);
   {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
   completed += samples;
   auto reply = make_message(net::BackwardReply, {{"round", round.load()}, {"recomputed", !found}});
-  if (stage.load() > 0) reply.tensors.push_back(to_wire(act.input.grad()));
+  if (stage.load() > 0) reply.tensors.push_back(to_wire(compute->to_host(act.input.grad(), torch::kFloat32)));
   return reply;
 }
 
@@ -420,7 +446,13 @@ void StageServer::Impl::compute_loop() {
       if (resync_requested.exchange(false)) {
         resync();
       } else if (due) {
+        // fp16: the step was decided on the averaged gradient, the same on every peer of the
+        // stage, so all of them skip an overflow together and update their loss scale alike.
+        const auto* stepped_by = optimizer.get();
+        const int64_t steps = optimizer->step_count(), skipped = optimizer->skipped_steps();
         finish_round();
+        if (optimizer.get() == stepped_by && optimizer->step_count() > steps)
+          compute->after_step(optimizer->skipped_steps() > skipped);
       } else if (leave_now) {
         complete_leave();
       }

@@ -29,6 +29,8 @@ struct WorkerOptions {
   int threads = 1;                 // torch intra-op threads
   int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
   double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer
+  bool force_loss_scaling = false; // tests: fp16 loss scaling even where fp16 computes in fp32 (CPU)
+  double initial_loss_scale = 0;   // tests: the fp16 loss scale to start from; 0 = 2^16
 };
 
 struct WorkerStatus {
@@ -40,6 +42,11 @@ struct WorkerStatus {
   int64_t activations = 0;        // forwards awaiting their backward
   uint64_t fingerprint = 0;       // hash of the parameters (peers of a stage must agree)
   int64_t samples_processed = 0;
+  std::string precision;          // "bf16 on cpu", "fp16 on cuda:0, loss scale 65536", ...
+  double loss_scale = 0;          // fp16 loss scaling; 0 when off
+  int64_t skipped_steps = 0;      // optimizer steps skipped on a non-finite gradient
+  int64_t staging_allocations = 0;  // host staging buffers created (constant after warm-up)
+  int64_t staging_reuses = 0;
 };
 
 class StageServer {

@@ -14,6 +14,7 @@
 
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
+#include "worker/model/stage_compute.h"
 #include "worker/net/client.h"
 #include "worker/net/server.h"
 #include "worker/swarm/clock.h"
@@ -100,6 +101,9 @@ struct StageServer::Impl {
   std::shared_ptr<model::StageModel> model;
   std::unique_ptr<model::StageOptimizer> optimizer;
   torch::Device device{torch::kCPU};
+  // The device path of every request (spec.workers.precision, staging, fp16 loss scaling); the
+  // compute thread's, like the model.
+  std::unique_ptr<model::StageCompute> compute;
   std::unique_ptr<net::Server> server;
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<registry::RegistryClient> registry;
