@@ -12,6 +12,7 @@ packages=(
   fortunes fortunes-min                       # the default training text
   iperf3 curl openssl                         # wire benchmark reference; endpoint checks; test certificates
   prometheus                                  # promtool and a real server for the metrics tests
+  buildah debootstrap                         # container images without a Docker engine (scripts/build-images.sh)
 )
 
 missing=()

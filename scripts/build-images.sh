@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Builds the container images with buildah (no Docker engine needed):
+#   localhost/swarm-base:<key>      minimal Debian bookworm, debootstrapped from this machine's apt
+#                                   mirror (cached: made once per key, see BASE_KEY below)
+#   localhost/swarm-worker:dev      Dockerfile.worker   (swarm: registry, worker, trainer, local)
+#   localhost/swarm-operator:dev    Dockerfile.operator (swarm-operator; no libtorch)
+#
+#   scripts/build-images.sh                      full multi-stage builds: CMake compiles inside
+#   scripts/build-images.sh --prebuilt build/bin the runtime stages of the same Dockerfiles, plus
+#                                                the binaries already built on this machine (same
+#                                                Debian release and libraries): what the tests use
+#   options: --tag TAG (default dev), --only worker|operator
+#
+# Idempotent: the base image is made only when missing; buildah's layer cache (--layers) makes a
+# repeated build reuse every unchanged step. Storage: vfs, chroot isolation (works inside a
+# container, without fuse-overlayfs or user namespaces). Needs root (or sudo), buildah and
+# debootstrap (scripts/install-deps.sh installs them). Prints the image names on stdout, progress
+# and timings on stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TAG=dev
+PREBUILT=""
+ONLY=""
+while (($#)); do
+  case "$1" in
+    --prebuilt) PREBUILT=$(realpath "$2"); shift 2 ;;
+    --tag) TAG=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    *) echo "build-images: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo -E"
+BUILDAH="$SUDO buildah --storage-driver vfs"
+log() { echo "[build-images $(date +%T)] $*" >&2; }
+command -v buildah >/dev/null && command -v debootstrap >/dev/null || bash scripts/install-deps.sh
+
+# The base image: Debian bookworm minbase from the mirror (and with the apt sources) this machine
+# uses, so that images get the same package versions as the host build. Its key changes with the
+# sources, the package list and BASE_VERSION (bump it to force a rebuild).
+BASE_VERSION=1
+SUITE=bookworm
+BASE_PACKAGES=ca-certificates
+sources_file=""
+for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
+  if [ -s "$f" ] && grep -q '^[^#]' "$f"; then sources_file=$f; break; fi
+done
+[ -n "$sources_file" ] || { echo "build-images: no apt sources found on this machine" >&2; exit 1; }
+MIRROR=$(sed -n 's#^URIs:[[:space:]]*\([^[:space:]]*\).*#\1#p; s#^deb[[:space:]]\+\(http[^[:space:]]*\)[[:space:]]\+'"$SUITE"'[[:space:]].*#\1#p' \
+  "$sources_file" | grep -v security | head -1)
+[ -n "$MIRROR" ] || { echo "build-images: no $SUITE mirror in $sources_file" >&2; exit 1; }
+BASE_KEY="$SUITE-v$BASE_VERSION-$( (echo "$MIRROR $BASE_PACKAGES"; cat "$sources_file") | sha256sum | cut -c1-12)"
+BASE_IMAGE="localhost/swarm-base:$BASE_KEY"
+
+image_exists() { $BUILDAH images --noheading --quiet "$1" >/dev/null 2>&1; }
+
+if image_exists "$BASE_IMAGE"; then
+  log "base image $BASE_IMAGE is cached"
+else
+  start=$(date +%s)
+  log "debootstrap $SUITE (minbase) from $MIRROR"
+  rootfs=$(mktemp -d /tmp/swarm-base-rootfs.XXXXXX)
+  trap '$SUDO rm -rf "$rootfs" "$rootfs.tar"' EXIT
+  $SUDO debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$rootfs" "$MIRROR" >&2
+  # apt inside the images uses the same sources as this machine (updates and security included).
+  $SUDO rm -f "$rootfs/etc/apt/sources.list"
+  $SUDO cp "$sources_file" "$rootfs/etc/apt/$( [ "${sources_file##*.}" = sources ] && echo sources.list.d/debian.sources || echo sources.list)"
+  # Smaller images: no downloaded packages, lists, docs or locales beyond what apt needs.
+  $SUDO rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
+               "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*.log
+  printf 'path-exclude /usr/share/doc/*\npath-exclude /usr/share/man/*\npath-exclude /usr/share/info/*\n' \
+    | $SUDO tee "$rootfs/etc/dpkg/dpkg.cfg.d/01-nodoc" >/dev/null
+  $SUDO tar -C "$rootfs" --numeric-owner -cf "$rootfs.tar" .
+  ctr=$($BUILDAH from scratch)
+  $BUILDAH add "$ctr" "$rootfs.tar" / >/dev/null
+  $BUILDAH config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd /bin/bash \
+    --label io.swarm-operator.base-key="$BASE_KEY" "$ctr"
+  $BUILDAH commit --quiet --rm "$ctr" "$BASE_IMAGE" >/dev/null
+  $BUILDAH tag "$BASE_IMAGE" localhost/swarm-base:$SUITE
+  log "base image $BASE_IMAGE made in $(( $(date +%s) - start )) s"
+fi
+
+# build_image NAME DOCKERFILE BINARY
+build_image() {
+  local name=$1 dockerfile=$2 binary=$3 image="localhost/$1:$TAG" start
+  start=$(date +%s)
+  if [ -z "$PREBUILT" ]; then
+    log "$image: full build ($dockerfile)"
+    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" -t "$image" . >&2
+  else
+    [ -x "$PREBUILT/$binary" ] || { echo "build-images: no $PREBUILT/$binary (build it first)" >&2; exit 1; }
+    log "$image: runtime stage of $dockerfile + $PREBUILT/$binary"
+    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" \
+      --target runtime -t "localhost/$name-runtime:$TAG" . >&2
+    local ctr tmp
+    tmp=$(mktemp -d)
+    # The binary as the build stage would leave it: stripped, owned by root.
+    cp "$PREBUILT/$binary" "$tmp/$binary"
+    strip "$tmp/$binary"
+    ctr=$($BUILDAH from "localhost/$name-runtime:$TAG")
+    $BUILDAH copy --chown 0:0 "$ctr" "$tmp/$binary" "/usr/local/bin/$binary" >/dev/null
+    $BUILDAH commit --quiet --rm "$ctr" "$image" >/dev/null
+    rm -rf "$tmp"
+  fi
+  log "$image built in $(( $(date +%s) - start )) s"
+  echo "$image"
+}
+
+[ "$ONLY" = operator ] || build_image swarm-worker Dockerfile.worker swarm
+[ "$ONLY" = worker ] || build_image swarm-operator Dockerfile.operator swarm-operator
