@@ -6,5 +6,8 @@ bash scripts/build.sh
 # A real kube-apiserver, etcd and kube-scheduler for the operator's tests: built once from the Go
 # module proxy and cached under ~/.cache/swarm-operator (about 7 minutes the first time).
 bash scripts/k8s/build-testenv.sh >/dev/null
+# helm for the chart's tests (helm lint/template): built once from the Go module proxy, cached the
+# same way (about 4 minutes the first time).
+bash scripts/k8s/build-helm.sh >/dev/null
 cd build
 ctest --output-on-failure --timeout 600 -j 2 "$@"
