@@ -22,15 +22,13 @@
 #include <optional>
 #include <string>
 
+#include "planner/placement.h"
+
 namespace swarm::op {
 
 using json = nlohmann::json;
 
-struct Notice {
-  std::string reason;
-  int grace_seconds = 30;  // time left to hand off; 0 when lost
-  bool lost = false;
-};
+using planner::Notice;  // the placement planner acts on it
 
 inline constexpr int kDefaultGraceSeconds = 30;  // GKE and AKS spot
 inline constexpr int kAwsGraceSeconds = 120;     // EC2 spot interruption notice

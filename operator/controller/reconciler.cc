@@ -7,13 +7,22 @@
 #include <set>
 
 #include "operator/controller/manifests.h"
-#include "operator/controller/placement.h"
+#include "operator/controller/reclaim.h"
+#include "planner/placement.h"
 #include "operator/kube/time_format.h"
 
 namespace swarm::op {
 namespace {
 
 using kube::json;
+using planner::CreateWorker;
+using planner::DeleteWorker;
+using planner::PlacementInput;
+using planner::PlacementPlan;
+using planner::PoolInfo;
+using planner::WorkerState;
+using planner::plan_workers;
+using planner::to_string;
 
 std::string random_token() {
   unsigned char buf[32];

@@ -1,11 +1,11 @@
-// Placement rules (operator/controller/placement.h), one test per rule.
-#include "operator/controller/placement.h"
+// Placement rules (planner/placement.h), one test per rule.
+#include "planner/placement.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-namespace swarm::op {
+namespace swarm::planner {
 namespace {
 
 PoolInfo pool(const std::string& name, int priority, int max = -1) { return {name, priority, max, 0, 0}; }
@@ -223,4 +223,4 @@ TEST(Placement, ApplyingAPlanTwiceChangesNothing) {
 }
 
 }  // namespace
-}  // namespace swarm::op
+}  // namespace swarm::planner

@@ -1,10 +1,10 @@
-#include "operator/controller/placement.h"
+#include "planner/placement.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-namespace swarm::op {
+namespace swarm::planner {
 
 const char* to_string(WorkerState s) {
   switch (s) {
@@ -309,4 +309,4 @@ PlacementPlan plan_workers(const PlacementInput& in) {
   return std::move(p.plan);
 }
 
-}  // namespace swarm::op
+}  // namespace swarm::planner

@@ -1,6 +1,7 @@
-// Placement: which worker pods a SwarmJob should have, where, and which must go. Pure: no I/O,
-// the clock is passed in as `now` (seconds since the epoch). Lives under operator/ for now
-// (planner/ is being edited elsewhere); it belongs in planner/ once that settles.
+// Placement: which workers a swarm should have, in which node pool, and which must go. Pure: no
+// I/O, no Kubernetes, the clock is passed in as `now` (seconds since the epoch). The operator
+// turns Kubernetes objects into PlacementInput (operator/controller/reconciler.cc) and a plan into
+// pod creations and deletions; anything else that places workers in pools can use it as is.
 //
 // Rules, applied in this order on every reconcile (level-based: the same world gives the same
 // plan, and applying a plan twice changes nothing):
@@ -28,9 +29,15 @@
 #include <string>
 #include <vector>
 
-#include "operator/controller/reclaim.h"
+namespace swarm::planner {
 
-namespace swarm::op {
+// Why a worker must go: a reclaim notice (spot termination, node drain...), a lost node or a failed
+// pod. The operator reads these from Kubernetes (operator/controller/reclaim.h).
+struct Notice {
+  std::string reason;
+  int grace_seconds = 30;  // time left to hand off; 0 when lost
+  bool lost = false;
+};
 
 struct PoolInfo {
   std::string name;      // "" = the implicit whole-cluster pool (no nodePools given)
@@ -101,4 +108,4 @@ PlacementPlan plan_workers(const PlacementInput& in);
 
 const char* to_string(WorkerState s);
 
-}  // namespace swarm::op
+}  // namespace swarm::planner
