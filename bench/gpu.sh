@@ -12,7 +12,8 @@
 # Without CUDA it runs the CPU variant with small sizes, labelled as such.
 # Environment: GPU_SH_BUDGET (seconds, default 465), GPU_SH_BUILD (build-gpu), GPU_SH_FULL_BUILD
 # (build-gpu-full), GPU_SH_JOBS (nproc), GPU_SH_FORCE_DIRECT=1 (skip CMake for step 1),
-# GPU_SH_SKIP_FULL=1 (skip step 3).
+# GPU_SH_SKIP_FULL=1 (skip step 3), GPU_SH_PRECISION (spec.workers.precision of step 3's job,
+# default auto: bf16 on CUDA, fp32 on the CPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -204,16 +205,20 @@ fi
 job=$LOGS/gpu-2stage.yaml
 size=(1024 8 4 256)
 [ "$DEVICE" = cpu ] && size=(128 4 2 64)
-sed -e "s|@DEVICE@|$DEVICE|" -e "s|@DATASET@|$ROOT/worker|" -e "s|@HIDDEN@|${size[0]}|" \
+PRECISION=${GPU_SH_PRECISION:-auto}
+sed -e "/^ *device: @DEVICE@/a\\    precision: $PRECISION" \
+  -e "s|@DEVICE@|$DEVICE|" -e "s|@DATASET@|$ROOT/worker|" -e "s|@HIDDEN@|${size[0]}|" \
   -e "s|@HEADS@|${size[1]}|" -e "s|@LAYERS@|${size[2]}|" -e "s|@SEQ@|${size[3]}|" \
   bench/jobs-gpu/gpu-2stage.yaml >"$job"
 secs=$(($(left) - 60))
 ((secs > 60)) && secs=60
-log "swarm local $job (device $DEVICE, hidden ${size[0]}, 2 stages x 1 worker + 1 trainer," \
+log "swarm local $job (device $DEVICE, precision $PRECISION, hidden ${size[0]}, 2 stages x 1 worker + 1 trainer," \
     "at most ${secs}s of training)"
 bounded $((secs + 50)) "$FULL/bin/swarm" local "$job" --max-seconds "$secs" --summary "$LOGS/swarm-summary.json" \
   --log-dir "$LOGS/swarm-logs" --no-progress >"$LOGS/swarm-local.log" 2>&1
 rc=$?
+# What the workers computed in (their start-up line: "precision bf16 on cuda:0", ...).
+grep -ho 'device [^,]*, precision [^,]*' "$LOGS"/swarm-logs/stage*-w0.log 2>/dev/null | sed 's/^/  worker: /'
 if [ -s "$LOGS/swarm-summary.json" ]; then
   python3 - "$LOGS/swarm-summary.json" "$DEVICE" <<'PY' || cat "$LOGS/swarm-summary.json"
 import json, sys

@@ -3,7 +3,8 @@
 //
 //   stage_bench --hidden 1024,2048,4096 --layers 4 --seq 2048 --batch 4 --precision bf16 \
 //               --device cuda --iters 10
-//   stage_bench --check --device cuda       # quick self-test of autocast + staging on the device
+//   stage_bench --check --device cuda       # quick self-test of autocast + staging on the device,
+//                                           # and of a worker's request path (StageCompute)
 //
 // Peak: an N^3 matmul (N = --peak-size, 8192 on a GPU) in the compute dtype, timed over >= 0.5 s.
 // Stage: a middle stage (of 3: no embedding, no LM head) with num_heads = hidden / head_dim,
@@ -28,6 +29,7 @@
 #include "worker/model/flops.h"
 #include "worker/model/precision.h"
 #include "worker/model/stage.h"
+#include "worker/model/stage_compute.h"
 #include "worker/model/staging.h"
 
 namespace sm = swarm::model;
@@ -182,6 +184,45 @@ int run_check(const c10::Device& d) {
   report("loss scaler fp16 rescue", sm::LossScaler::all_finite(grads) &&
                                         std::abs(grads[0][0].item<double>() - 1e-8) < 1e-11,
          "1e-8 survives fp16 when scaled by 2^16");
+
+  // A worker's request path (worker/model/stage_compute.h), as stage_server.cc runs it: host input
+  // staged to the device, forward under autocast, (loss-scaled for fp16) backward from a host
+  // gradient, output and input gradient back to float32 host tensors. After the first requests the
+  // staging pool must not grow (every later request reuses its buffers).
+  for (auto p : {sm::Precision::BFloat16, sm::Precision::Float16}) {
+    if (sm::effective_precision(d, p) != p) continue;
+    sm::StageCompute compute(d, p);
+    auto host_x = torch::randn({4, 128, 256});
+    auto host_g = torch::randn({4, 128, 256});
+    stage->zero_grad();
+    auto ref_in = host_x.to(d).requires_grad_(true);
+    auto ref_out = stage->forward(ref_in);
+    ref_out.backward(host_g.to(d));
+    const auto ref_y = ref_out.detach().cpu(), ref_gx = ref_in.grad().cpu();
+    int64_t warm_allocations = 0;
+    double err_y = 0, err_gx = 0;
+    bool finite = true;
+    for (int r = 0; r < 12; ++r) {
+      stage->zero_grad();
+      auto in = compute.to_device(host_x).detach().requires_grad_(true);
+      auto out = compute.forward(*stage, in);
+      compute.backward(*stage, out, host_g, in);
+      auto y = compute.to_host(out);
+      auto gx = compute.to_host(in.grad());
+      finite = finite && torch::isfinite(gx).all().item<bool>();
+      err_y = std::max(err_y, rel(y - ref_y, ref_y - host_x));
+      err_gx = std::max(err_gx, rel(gx - ref_gx, ref_gx - host_g));
+      if (r == 1) warm_allocations = compute.staging_stats().allocations;
+    }
+    const auto st = compute.staging_stats();
+    const bool no_growth = st.allocations == warm_allocations && (d.is_cuda() ? st.reuses >= 30 : true);
+    std::ostringstream os;
+    os << compute.describe() << ": rel. error out " << err_y << ", input grad " << err_gx
+       << " (< 4e-2); staging allocations " << st.allocations << " (after warm-up " << warm_allocations
+       << "), reuses " << st.reuses << (d.is_cuda() ? "" : " (CPU: zero-copy, no staging)");
+    report(p == sm::Precision::BFloat16 ? "worker path bf16" : "worker path fp16 + scaler",
+           finite && err_y < 4e-2 && err_gx < 4e-2 && no_growth, os.str());
+  }
   return failures;
 }
 
