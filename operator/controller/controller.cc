@@ -27,7 +27,8 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
   if (options_.progress.period_seconds > 0) {
     progress_ = std::make_unique<ProgressPoller>(
-        options_.progress, [this] { return progress_targets(); }, [this](const std::string& key) { queue_.add(key); });
+        options_.progress, [this] { return progress_targets(); }, [this](const std::string& key) { queue_.add(key); },
+        [this](const std::string& result) { metrics_.add_registry_read(result); });
     reconciler_->set_progress_source(progress_.get());
   }
   jobs_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) { on_job(t, o); });

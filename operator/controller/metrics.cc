@@ -59,6 +59,8 @@ OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Regi
                        .Register(*registry_);
   relists_ = &BuildGauge().Name("swarm_operator_watch_relists_total")
                   .Help("Full lists per watched resource (first sync and every 410 Gone)").Register(*registry_);
+  registry_reads_ = &BuildCounter().Name("swarm_operator_registry_reads_total")
+                         .Help("Reads of job registries (progress) by result").Register(*registry_);
 }
 
 OperatorMetrics::~OperatorMetrics() = default;
@@ -87,6 +89,9 @@ void OperatorMetrics::add_reassignments(int n) {
 }
 void OperatorMetrics::observe_reclaim_to_replacement(double s) { reclaim_latency_->Observe(s); }
 void OperatorMetrics::add_api_request(const std::string& verb) { api_requests_->Add({{"verb", verb}}).Increment(); }
+void OperatorMetrics::add_registry_read(const std::string& result) {
+  registry_reads_->Add({{"result", result}}).Increment();
+}
 void OperatorMetrics::set_relists(const std::string& resource, double total) {
   relists_->Add({{"resource", resource}}).Set(total);
 }

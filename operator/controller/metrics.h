@@ -12,6 +12,7 @@
 //   swarm_operator_api_requests_total{verb}
 //   swarm_operator_watch_relists_total{resource}
 //   swarm_operator_is_leader
+//   swarm_operator_registry_reads_total{result}       ok | RegistryUnreachable | RegistryBadReply
 #pragma once
 
 #include <prometheus/counter.h>
@@ -44,6 +45,7 @@ class OperatorMetrics {
   void observe_reclaim_to_replacement(double seconds);
   void add_api_request(const std::string& verb);
   void set_relists(const std::string& resource, double total);
+  void add_registry_read(const std::string& result);
 
   // Per-job views; the exported gauges are the sums over jobs (a deleted job: forget_job).
   using WorkerKey = std::tuple<std::string, int, std::string>;  // pool, stage, phase
@@ -67,6 +69,7 @@ class OperatorMetrics {
   prometheus::Histogram* reclaim_latency_;
   prometheus::Family<prometheus::Counter>* api_requests_;
   prometheus::Family<prometheus::Gauge>* relists_;
+  prometheus::Family<prometheus::Counter>* registry_reads_;
 
   std::mutex mu_;
   std::map<std::string, std::string> job_phase_;

@@ -38,8 +38,9 @@ bool differs(const ProgressReading& a, const ProgressReading& b) {
 
 }  // namespace
 
-ProgressPoller::ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed)
-    : options_(std::move(options)), targets_(std::move(targets)), changed_(std::move(changed)) {}
+ProgressPoller::ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed, Observed observed)
+    : options_(std::move(options)), targets_(std::move(targets)), changed_(std::move(changed)),
+      observed_(std::move(observed)) {}
 
 ProgressPoller::~ProgressPoller() { stop(); }
 
@@ -125,6 +126,7 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
     r.error_reason = "RegistryBadReply";
   }
 
+  if (observed_) observed_(r.ok ? "ok" : r.error_reason);
   bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

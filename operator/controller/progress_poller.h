@@ -57,8 +57,10 @@ class ProgressPoller {
  public:
   using Targets = std::function<std::vector<ProgressTarget>()>;
   using Changed = std::function<void(const std::string& key)>;
+  // Called after every read with "ok" or the error reason (for metrics); may be empty.
+  using Observed = std::function<void(const std::string& result)>;
 
-  ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed);
+  ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed, Observed observed = {});
   ~ProgressPoller();
 
   void start();
@@ -74,6 +76,7 @@ class ProgressPoller {
   ProgressPollerOptions options_;
   Targets targets_;
   Changed changed_;
+  Observed observed_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, ProgressReading> readings_;

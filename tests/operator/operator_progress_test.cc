@@ -139,6 +139,8 @@ TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
     return out.find("RegistryUnreachable") != std::string::npos;
   }, 10s)) << out;
   EXPECT_TRUE(op.proc.alive());
+  EXPECT_GE(op.metric("swarm_operator_registry_reads_total{result=\"ok\"}"), 2);
+  EXPECT_GE(op.metric("swarm_operator_registry_reads_total{result=\"RegistryUnreachable\"}"), 1);
 
   // A URL that answers but is no registry (the operator's own metrics server): a bad reply.
   const std::string not_registry = "http://127.0.0.1:" + std::to_string(op.metrics_port);

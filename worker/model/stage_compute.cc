@@ -17,6 +17,7 @@ StageCompute::StageCompute(c10::Device device, Precision precision, const StageC
       scaling_(effective_ == Precision::Float16 ||
                (options.force_loss_scaling && precision == Precision::Float16)),
       scaler_(options.scaler),
+      scale_seen_(scaler_.scale()),
       staging_(options.pin, options.max_idle_staging_bytes),
       copy_stream_(HostStaging::copy_stream(device)) {}
 
@@ -26,7 +27,7 @@ std::string StageCompute::describe() const {
   std::string s = precision_name(requested_);
   if (effective_ != requested_) s += std::string(" (") + precision_name(effective_) + " on " + device_string(device_) + ")";
   else s += " on " + device_string(device_);
-  if (scaling_) s += ", loss scale " + std::to_string(static_cast<int64_t>(scaler_.scale()));
+  if (scaling_) s += ", loss scale " + std::to_string(static_cast<int64_t>(loss_scale()));
   return s;
 }
 
@@ -49,6 +50,7 @@ void StageCompute::run_backward(StageModel& model, const at::Tensor& root, const
   // Scaled backward; every leaf's gradient is unscaled by a hook before it is accumulated, so
   // .grad and input.grad() never hold a scaled value (see the header).
   const double scale = scaler_.scale();
+  scale_seen_ = scale;
   const double inv = 1.0 / scale;
   auto unscale = [inv](const at::Tensor& g) { return g.mul(inv); };
   std::vector<std::pair<at::Tensor, unsigned>> hooks;
@@ -97,7 +99,10 @@ at::Tensor StageCompute::to_host(const at::Tensor& tensor, c10::ScalarType dtype
 }
 
 void StageCompute::after_step(bool skipped) {
-  if (scaling_) scaler_.update(skipped);
+  if (!scaling_) return;
+  scaler_.update(skipped);
+  scale_seen_ = scaler_.scale();
+  skipped_seen_ = scaler_.skipped_steps();
 }
 
 }  // namespace swarm::model

@@ -33,6 +33,8 @@
 #include <c10/core/Stream.h>
 #include <c10/util/Optional.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -64,9 +66,13 @@ class StageCompute {
   Precision requested_precision() const { return requested_; }
   Precision precision() const { return effective_; }  // what the forward computes in
   bool loss_scaling() const { return scaling_; }
-  const LossScaler& scaler() const { return scaler_; }
+  const LossScaler& scaler() const { return scaler_; }  // compute thread only
   LossScaler& scaler() { return scaler_; }
-  // "bf16 on cpu", "fp16 (fp32 on cpu)", "fp16 on cuda:0, loss scale 65536"
+  // Safe from any thread: the scale as of the last backward or step (0 without loss scaling), and
+  // the steps skipped on a non-finite gradient.
+  double loss_scale() const { return scaling_ ? scale_seen_.load() : 0.0; }
+  int64_t skipped_steps() const { return skipped_seen_.load(); }
+  // "bf16 on cpu", "fp16 (fp32 on cpu)", "fp16 on cuda:0, loss scale 65536"; any thread.
   std::string describe() const;
 
   at::Tensor to_device(const at::Tensor& host);
@@ -98,6 +104,8 @@ class StageCompute {
   Precision effective_;
   bool scaling_;
   LossScaler scaler_;
+  std::atomic<double> scale_seen_;
+  std::atomic<int64_t> skipped_seen_{0};
   HostStaging staging_;
   c10::optional<c10::Stream> copy_stream_;
 };

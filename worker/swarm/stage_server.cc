@@ -130,8 +130,8 @@ WorkerStatus StageServer::status() const {
   s.samples_processed = I.processed;
   if (I.compute) {
     s.precision = I.compute->describe();
-    s.loss_scale = I.compute->loss_scaling() ? I.compute->scaler().scale() : 0.0;
-    s.skipped_steps = I.compute->scaler().skipped_steps();
+    s.loss_scale = I.compute->loss_scale();
+    s.skipped_steps = I.compute->skipped_steps();
     const auto st = I.compute->staging_stats();
     s.staging_allocations = st.allocations;
     s.staging_reuses = st.reuses;
