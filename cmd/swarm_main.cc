@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/job_spec.h"
+#include "worker/swarm/job_model.h"
 #include "worker/swarm/local_launcher.h"
 #include "worker/swarm/registry/registry_server.h"
 #include "worker/swarm/stage_server.h"
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
           ro.min_peers_per_stage = static_cast<int>(spec.rebalancing.min_peers_per_stage);
           ro.min_gain = spec.rebalancing.min_gain;
           ro.cooldown_seconds = spec.rebalancing.cooldown_seconds;
+          ro.stage_costs = swarm::runtime::stage_costs(spec);
           reg_options.rebalance = ro;
         }
       }

@@ -160,7 +160,7 @@ struct RebalancingSpec {
   bool enabled = true;               // enabled
   double period_seconds = 30;        // periodSeconds, (0, 86400]
   std::int64_t min_peers_per_stage = 1;  // minPeersPerStage, 1..1024
-  double min_gain = 0.10;            // minGain, [0, 10]: hysteresis against flapping
+  double min_gain = 0.25;            // minGain, [0, 10]: hysteresis against flapping
   double cooldown_seconds = 60;      // cooldownSeconds, [0, 86400]
 };
 

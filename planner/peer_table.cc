@@ -40,14 +40,23 @@ std::optional<PeerRecord> PeerTable::find(const std::string& id, double now) con
   return it->second;
 }
 
-void PeerTable::expire(double now) {
+std::optional<PeerRecord> PeerTable::stored(const std::string& id) const {
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<PeerRecord> PeerTable::expire(double now) {
+  std::vector<PeerRecord> dropped;
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (alive(it->second, now)) {
       ++it;
     } else {
+      dropped.push_back(std::move(it->second));
       it = peers_.erase(it);
     }
   }
+  return dropped;
 }
 
 }  // namespace swarm::planner

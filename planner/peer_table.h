@@ -40,8 +40,10 @@ class PeerTable {
   bool is_live(const std::string& id, double now) const;
   // The record of a live peer, if any.
   std::optional<PeerRecord> find(const std::string& id, double now) const;
-  // Drops every record that is no longer live.
-  void expire(double now);
+  // The stored record of `id`, live or not yet expired away.
+  std::optional<PeerRecord> stored(const std::string& id) const;
+  // Drops every record that is no longer live; returns the dropped records (sorted by peer_id).
+  std::vector<PeerRecord> expire(double now);
 
   double expiry_seconds() const { return expiry_seconds_; }
   // Number of stored records, live or not yet expired away.

@@ -65,7 +65,8 @@ void order_by(std::vector<T>& v, Better better) {
   }
 }
 
-// Rebalancing target: most loaded; ties -> lower throughput, fewer peers, lower index.
+// Among stages of about the bottleneck's capacity: most loaded; ties -> lower throughput, fewer
+// peers, lower index.
 bool more_loaded_target(const StageLoad& a, const StageLoad& b) {
   if (int c = cmp(a.load, b.load)) return c > 0;
   if (int c = cmp(a.throughput, b.throughput)) return c < 0;
@@ -79,6 +80,13 @@ bool less_loaded_source(const StageLoad& a, const StageLoad& b) {
   if (int c = cmp(a.throughput, b.throughput)) return c > 0;
   if (a.peers != b.peers) return a.peers > b.peers;
   return a.stage < b.stage;
+}
+
+// Relative cost per sample of `stage` (options.stage_costs; 1 when absent or not positive).
+double stage_cost(const RebalanceOptions& o, int stage) {
+  if (stage < 0 || static_cast<size_t>(stage) >= o.stage_costs.size()) return 1.0;
+  const double c = o.stage_costs[static_cast<size_t>(stage)];
+  return std::isfinite(c) && c > 0 ? c : 1.0;
 }
 
 std::string num(double v) {
@@ -124,16 +132,27 @@ double bottleneck_throughput(const std::vector<StageLoad>& loads) {
   return b;
 }
 
+int most_loaded_stage(const std::vector<StageLoad>& loads, double band) {
+  if (loads.empty()) return -1;
+  // An empty stage stops the pipeline: it comes first (its load is infinite).
+  double floor = kInf;
+  for (const auto& l : loads) {
+    if (l.peers == 0) return l.stage;  // several empty: the lowest index
+    floor = std::min(floor, l.throughput);
+  }
+  const double ceiling = (1 + std::max(band, 0.0)) * floor;
+  int best = -1;
+  for (const auto& l : loads) {
+    if (cmp(l.throughput, ceiling) > 0) continue;  // clearly faster than the bottleneck
+    if (best < 0 || more_loaded_target(l, loads[static_cast<size_t>(best)])) best = l.stage;
+  }
+  return best;
+}
+
 int choose_stage_for_joiner(const std::vector<PeerLoad>& peers, int num_stages,
                             const RebalanceOptions& options) {
   if (num_stages <= 0) return -1;
-  const auto loads = stage_loads(peers, num_stages, options);
-  size_t best = 0;
-  for (size_t s = 1; s < loads.size(); ++s) {
-    const int c = cmp(loads[s].load, loads[best].load);
-    if (c > 0 || (c == 0 && loads[s].peers < loads[best].peers)) best = s;  // index: first wins
-  }
-  return static_cast<int>(best);
+  return most_loaded_stage(stage_loads(peers, num_stages, options), options.min_gain);
 }
 
 std::optional<std::string> choose_donor(const std::vector<PeerLoad>& peers_of_stage,
@@ -208,10 +227,7 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
 
   const double fallback = unknown_throughput_estimate(peers);
   const std::vector<StageLoad> loads = stage_loads(peers, num_stages, options_);
-  size_t t = 0;
-  for (size_t s = 1; s < loads.size(); ++s) {
-    if (more_loaded_target(loads[s], loads[t])) t = s;
-  }
+  const size_t t = static_cast<size_t>(most_loaded_stage(loads, options_.min_gain));
   const StageLoad& target = loads[t];
   const bool target_empty = target.peers == 0;
   // An empty stage stops the pipeline: filling it overrides the minimum, never emptying a source.
@@ -232,17 +248,22 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
   const double required = (1 + options_.min_gain) * target.throughput;
   struct Cand {
     const PeerLoad* peer;
-    double speed;
+    double speed;     // on its stage
+    double arriving;  // its estimated speed on the target stage
     double load;
     double pair;  // min(source after, target after)
   };
   for (const StageLoad& src : sources) {
+    // Stages differ in cost per sample (the last one also runs the LM head): a peer serves the
+    // target at its speed times the ratio of the two stages' costs.
+    const double scale = stage_cost(options_, src.stage) / stage_cost(options_, target.stage);
     std::vector<Cand> cands;
     for (const auto& p : peers) {
       if (p.stage != src.stage || p.joining || in_cooldown(p.peer_id, now)) continue;
       const double v = throughput_of(p, fallback);
-      cands.push_back({&p, v, clean_queue(p.queue_length) / v,
-                       std::min(src.throughput - v, target.throughput + v)});
+      const double w = v * scale;
+      cands.push_back({&p, v, w, clean_queue(p.queue_length) / v,
+                       std::min(src.throughput - v, target.throughput + w)});
     }
     order_by(cands, [](const Cand& a, const Cand& b) {
       if (int c = cmp(a.load, b.load)) return c < 0;
@@ -257,7 +278,7 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
       after[static_cast<size_t>(src.stage)].peers -= 1;
       after[static_cast<size_t>(src.stage)].throughput -= c.speed;
       after[t].peers += 1;
-      after[t].throughput += c.speed;
+      after[t].throughput += c.arriving;
       Move m;
       m.peer_id = c.peer->peer_id;
       m.from_stage = src.stage;
@@ -274,7 +295,8 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
         m.reason = "stage " + std::to_string(target.stage) + " is the most loaded (load " +
                    num(target.load) + ", " + num(target.throughput) + " samples/s); moving " +
                    who + " raises the slower of the two stages from " + num(target.throughput) +
-                   " to " + num(c.pair) + " samples/s (+" +
+                   " to " + num(c.pair) + " samples/s (it serves about " + num(c.arriving) +
+                   " samples/s there; +" +
                    num(100 * (c.pair / target.throughput - 1)) + "%, min_gain " +
                    num(100 * options_.min_gain) + "%)";
       }

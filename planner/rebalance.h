@@ -6,9 +6,19 @@
 //
 // Load model (SWARM paper). A stage's load = total queued work of its peers / their total
 // throughput, i.e. roughly the seconds its backlog takes to drain. A peer's throughput is its
-// measured samples_per_second; an unknown one (0, negative, NaN, inf) is estimated as the median of
-// the known peers in the same input list (a peer's speed is a property of its machine), or 1 when
-// none is known. A stage with no peers has infinite load (it stops the whole pipeline).
+// measured samples_per_second (capacity: samples per second of compute, smoothed by the worker);
+// an unknown one (0, negative, NaN, inf) is estimated as the median of the known peers in the same
+// input list (a peer's speed is a property of its machine), or 1 when none is known. A stage with
+// no peers has infinite load (it stops the whole pipeline).
+//
+// "Most loaded stage" (most_loaded_stage): queue lengths are instantaneous snapshots and swing
+// with every microbatch, while capacity is a steady measurement, and in a pipeline every sample
+// passes every stage, so the stage that caps throughput is the one with the least capacity. The
+// most loaded stage is therefore taken among the stages whose throughput is within a band of
+// min_gain above the lowest stage throughput (the bottleneck and the stages that tie with it within
+// measurement noise): the highest queue/throughput among those; ties -> lower throughput, fewer
+// peers, lowest index. A backlog on a stage clearly faster than the bottleneck is transient and
+// never makes it the target. An empty stage always comes first (several: the lowest index).
 //
 // Joining peers (still downloading parameters + optimizer state) count in their stage like any
 // peer: their capacity is committed there, so concurrent joiners spread over stages and the
@@ -33,9 +43,12 @@ namespace swarm::planner {
 struct RebalanceOptions {
   double period_seconds = 30;  // at most one move per period (see Rebalancer::plan)
   int min_peers_per_stage = 1;  // a move never leaves its source stage with fewer peers (>= 1)
-  double min_gain = 0.10;  // hysteresis: move only if the bottleneck throughput rises by at least
+  double min_gain = 0.25;  // hysteresis: move only if the bottleneck throughput rises by at least
                            // this fraction (see Rebalancer::plan for "bottleneck" with ties)
   double cooldown_seconds = 60;  // a peer that moved is not moved again this soon
+  // Relative compute cost per sample of each stage (e.g. its FLOPs; any common unit). Used to
+  // estimate a moved peer's speed on its new stage. Empty, missing or non-positive entries = 1.
+  std::vector<double> stage_costs;
 };
 
 struct PeerLoad {
@@ -75,8 +88,13 @@ std::vector<StageLoad> stage_loads(const std::vector<PeerLoad>& peers, int num_s
 // min over `loads` of throughput (0 for an empty stage or an empty vector).
 double bottleneck_throughput(const std::vector<StageLoad>& loads);
 
-// The stage a new peer should serve: the most loaded one (an empty stage first, infinite load);
-// ties -> the stage with fewer peers, then the lowest index. -1 when num_stages <= 0.
+// The most loaded stage of `loads` (one entry per stage, as stage_loads returns), by the rule in
+// the header comment, with `band` = the relative width of the bottleneck band (min_gain). -1 for
+// an empty vector.
+int most_loaded_stage(const std::vector<StageLoad>& loads, double band);
+
+// The stage a new peer should serve: most_loaded_stage(stage_loads(peers), options.min_gain).
+// -1 when num_stages <= 0.
 int choose_stage_for_joiner(const std::vector<PeerLoad>& peers, int num_stages,
                             const RebalanceOptions& options = {});
 
@@ -102,8 +120,9 @@ std::vector<int> initial_assignment(int num_workers, int num_stages);
 //  * nothing while now - (time of the last plan() that returned a move) < period_seconds. The
 //    period starts at the first move, not at construction: the first call may move at any time
 //    (a freshly started swarm with an empty stage must not idle a full period);
-//  * target = the most loaded stage: highest load; ties -> lower throughput, then fewer peers, then
-//    lowest index (with all queues empty this is the slowest stage). An empty stage always wins.
+//  * target = most_loaded_stage(loads, min_gain): an empty stage first; else, among the stages
+//    within min_gain of the lowest stage throughput, the highest load (ties -> lower throughput,
+//    fewer peers, lowest index).
 //  * source stages: every other stage that, after losing one peer, keeps >= min_peers_per_stage
 //    peers — or, when the target is empty, keeps >= 1 peer (an empty stage stops the whole
 //    pipeline, so filling it overrides the minimum but never by emptying another stage) — and in
@@ -112,9 +131,10 @@ std::vector<int> initial_assignment(int num_workers, int num_stages);
 //  * movable peers of a source: not joining, not moved (record_move) within cooldown_seconds.
 //    Tried least loaded first: lowest queue/throughput; ties -> the peer whose move leaves the
 //    better min(source, target) throughput, then lowest peer_id.
-//  * simulation: the moved peer keeps its throughput (speed is a property of its machine and is
-//    taken to be about the same on any stage, all stages being of about equal size); its queue
-//    stays behind (it is drained or re-routed by the trainers).
+//  * simulation: a peer's speed is its machine's speed divided by its stage's cost per sample, so
+//    the moved peer serves the target at its throughput times stage_costs[source] /
+//    stage_costs[target] (equal costs when not given). Its queue stays behind (it is drained or
+//    re-routed by the trainers).
 //  * acceptance (hysteresis): with T = the target's throughput before, the move is returned iff
 //    min(source after, target after) >= (1 + min_gain) * T and > T. This is the bottleneck of the
 //    two stages the move touches; the global bottleneck never falls (both new values exceed T,

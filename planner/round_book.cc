@@ -97,6 +97,8 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
     bool everyone_in = !g->joined.empty();
     if (!timed_out && everyone_in) {
       for (const PeerRecord& w : peers.live(now, "worker", stage)) {
+        // A draining peer is leaving: it hands its gradient off instead of joining.
+        if (w.state == "draining") continue;
         if (!g->joined.count(w.peer_id)) {
           everyone_in = false;
           break;
@@ -121,6 +123,28 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
   }
   if (!view.members.empty()) view.leader = view.members.front().peer_id;
   return view;
+}
+
+int64_t RoundBook::abandon(int stage, const std::string& peer) {
+  auto st = stages_.find(stage);
+  if (st == stages_.end()) return 0;
+  for (auto rd = st->second.rounds.rbegin(); rd != st->second.rounds.rend(); ++rd) {
+    auto it = rd->second.samples.find(peer);
+    if (it == rd->second.samples.end()) continue;
+    const int64_t n = it->second > 0 ? it->second : 0;
+    rd->second.samples.erase(it);
+    const Group* newest_ready = nullptr;  // attempts ascend in the map: the last Ready one wins
+    for (const auto& [attempt, g] : rd->second.groups) {
+      if (g.ready) newest_ready = &g;
+    }
+    if (newest_ready != nullptr) {
+      for (const Member& m : newest_ready->members) {
+        if (m.peer_id == peer) return 0;
+      }
+    }
+    return n;
+  }
+  return 0;
 }
 
 std::vector<int64_t> RoundBook::rounds(int stage) const {

@@ -8,7 +8,8 @@
 //
 // Matchmaking. Peers that want to average gradients for (stage, round) join the group of an
 // `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
-// until every live worker of the stage has joined or `gather_seconds` (fixed by its first join)
+// until every live worker of the stage that is not draining (state "draining": it is leaving and
+// hands its gradient off rather than joining) has joined or `gather_seconds` (fixed by its first join)
 // have passed since its first join; at that moment, observed by group(), it turns Ready and its
 // members (joined peers still live, sorted by peer_id) are frozen. A join after that is Closed.
 //
@@ -70,6 +71,14 @@ class RoundBook {
 
   // The group's view; turns a gathering group Ready when its time has come (see above).
   GroupView group(int stage, int64_t round, int attempt, const PeerTable& peers, double now);
+
+  // A peer is gone without settling its gradient (killed, or expired): returns the samples it
+  // reported for the newest round of `stage` it reported in, unless it is a member of that round's
+  // newest Ready group (then the round's averaging already holds them), and forgets its report.
+  // 0 when it reported nothing (or nothing positive). The caller counts the result as lost.
+  // Limitation: a member that dies after its group froze but before sending its gradient is not
+  // counted here (the group's leader retries without it).
+  int64_t abandon(int stage, const std::string& peer);
 
   // Introspection (tests, metrics): rounds currently held for a stage, ascending, and the newest
   // round seen for it (-1 when none).

@@ -87,6 +87,26 @@ TEST(PeerTable, RecordsExpireUnlessRefreshed) {
   EXPECT_EQ(t.size(), 0u);
 }
 
+TEST(PeerTable, ExpireReturnsTheDroppedRecordsAndStoredSeesThemUntilThen) {
+  PeerTable t(5);
+  PeerRecord a, b;
+  a.peer_id = "a";
+  a.stage = 2;
+  b.peer_id = "b";
+  t.upsert(a, 0);
+  t.upsert(b, 4);
+  EXPECT_FALSE(t.find("a", 6).has_value());  // not live any more...
+  ASSERT_TRUE(t.stored("a").has_value());    // ...but still stored
+  EXPECT_EQ(t.stored("a")->stage, 2);
+  const auto dropped = t.expire(6);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0].peer_id, "a");
+  EXPECT_EQ(dropped[0].stage, 2);
+  EXPECT_FALSE(t.stored("a").has_value());
+  EXPECT_TRUE(t.expire(6).empty());
+  EXPECT_EQ(t.size(), 1u);
+}
+
 TEST(PeerTable, RemoveWithdrawsAtOnce) {
   PeerTable t(10);
   t.upsert(worker("a", 0), 0);

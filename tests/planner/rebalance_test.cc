@@ -137,11 +137,23 @@ TEST(RebalanceLoads, IgnoresOutOfRangeStagesAndBadQueues) {
 
 // ---------------------------------------------------------------------------------- joiners
 
-TEST(RebalanceJoiner, GoesToMostLoadedStage) {
-  // Loads: 2, 5, 1.
+TEST(RebalanceJoiner, GoesToTheBottleneckStageNotToABacklogOnAFasterOne) {
+  // Throughputs 1, 2, 3; loads 2, 5, 1. Stage 1's backlog is a snapshot on a stage with twice the
+  // bottleneck's capacity: the joiner goes to stage 0, which caps the pipeline.
   const std::vector<PeerLoad> peers = {peer("a", 0, 1, 2), peer("b", 1, 2, 10),
                                        peer("c", 2, 3, 3)};
+  EXPECT_EQ(choose_stage_for_joiner(peers, 3), 0);
+}
+
+TEST(RebalanceJoiner, QueueDecidesAmongStagesOfAboutTheBottlenecksCapacity) {
+  // Stages 0 and 1 are within min_gain (25% by default) of each other: the higher load wins.
+  const std::vector<PeerLoad> peers = {peer("a", 0, 1.0, 2), peer("b", 1, 1.05, 10),
+                                       peer("c", 2, 3, 3)};
   EXPECT_EQ(choose_stage_for_joiner(peers, 3), 1);
+  // With a band of 0 only the slowest stage qualifies.
+  RebalanceOptions exact;
+  exact.min_gain = 0;
+  EXPECT_EQ(choose_stage_for_joiner(peers, 3, exact), 0);
 }
 
 TEST(RebalanceJoiner, EmptyStageFirstThenTiesByFewerPeersThenLowestIndex) {
@@ -294,11 +306,96 @@ TEST(Rebalancer, QueuedWorkPicksTheTargetAmongEqualThroughputs) {
   EXPECT_EQ(m->to_stage, 2);
 }
 
+TEST(Rebalancer, BacklogOnAStageAboveTheBottleneckDoesNotMakeItTheTarget) {
+  // 3/2/1 equal peers with a queue snapshot on stage 1: stage 2 (one peer) is the bottleneck.
+  const std::vector<PeerLoad> peers = {peer("a0", 0), peer("a1", 0), peer("a2", 0),
+                                       peer("b0", 1, 1, 20), peer("b1", 1, 1, 20), peer("c0", 2)};
+  const auto m = Rebalancer(RebalanceOptions{}).plan(peers, 3, 0);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->from_stage, 0);
+  EXPECT_EQ(m->to_stage, 2);
+  EXPECT_DOUBLE_EQ(m->bottleneck_before, 1);
+  EXPECT_DOUBLE_EQ(m->bottleneck_after, 2);
+}
+
+// Measured capacities are noisy: every period each peer reads its true speed times a factor in
+// [1 - noise, 1 + noise]. With min_gain above twice the noise, a balanced swarm never moves and an
+// imbalanced one converges and then stays put.
+TEST(Rebalancer, NoisyMeasurementsDoNotMakePeersFlap) {
+  std::mt19937 rng(7);
+  const double noise = 0.12;
+  std::uniform_real_distribution<double> jitter(1 - noise, 1 + noise);
+  RebalanceOptions o;
+  o.min_gain = 0.25;
+  o.period_seconds = 10;
+  o.cooldown_seconds = 10;
+  struct Case {
+    std::vector<PeerLoad> peers;  // true speeds
+    int max_moves;
+  };
+  std::vector<Case> cases;
+  cases.push_back({{peer("a0", 0), peer("a1", 0), peer("b0", 1), peer("b1", 1), peer("c0", 2),
+                    peer("c1", 2)},
+                   0});
+  cases.push_back({four_one_one(), 2});
+  // One peer 3x slower on stage 1 of 3/2/2: one move 0 -> 1 reaches the best static assignment.
+  cases.push_back({{peer("a0", 0), peer("a1", 0), peer("a2", 0), peer("slow", 1, 1.0 / 3),
+                    peer("b1", 1), peer("c0", 2), peer("c1", 2)},
+                   1});
+  for (size_t k = 0; k < cases.size(); ++k) {
+    auto truth = cases[k].peers;
+    Rebalancer r(o);
+    double now = 0;
+    int moves = 0;
+    for (int period = 0; period < 300; ++period, now += 11) {
+      auto measured = truth;
+      for (auto& p : measured) p.samples_per_second *= jitter(rng);
+      if (auto m = r.plan(measured, 3, now)) {
+        apply_move(truth, *m);
+        r.record_move(*m, now);
+        ++moves;
+      }
+    }
+    EXPECT_EQ(moves, cases[k].max_moves) << "case " << k;
+    EXPECT_GE(bottleneck_of(truth, 3), 0.95 * best_static_bottleneck(truth, 3)) << "case " << k;
+  }
+}
+
+TEST(Rebalancer, StageCostsScaleAMovedPeersSpeed) {
+  // Stage 1 costs 3x per sample: its 5 peers measure 100 each (500), stage 0's 4 peers 300 each.
+  std::vector<PeerLoad> peers = {peer("a0", 0, 300), peer("a1", 0, 300), peer("a2", 0, 300),
+                                 peer("a3", 0, 300)};
+  for (int i = 0; i < 5; ++i) peers.push_back(peer("b" + std::to_string(i), 1, 100));
+  RebalanceOptions o;
+  o.stage_costs = {1.0, 3.0};
+  // Moved to stage 1, a0 serves about 100 there: 500 -> 600 (+20%), below min_gain 25%.
+  EXPECT_FALSE(Rebalancer(o).plan(peers, 2, 0).has_value());
+  // Taking its 300 along (no costs) would claim 500 -> 800 and move it for nothing.
+  const auto naive = Rebalancer(RebalanceOptions{}).plan(peers, 2, 0);
+  ASSERT_TRUE(naive.has_value());
+  EXPECT_NEAR(naive->bottleneck_after, 800, 1e-9);
+  // With fewer peers on stage 1 a move is worth it, and the arrival speed is scaled.
+  peers.resize(6);  // 4 x 300 on stage 0, 2 x 100 on stage 1
+  const auto m = Rebalancer(o).plan(peers, 2, 0);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->to_stage, 1);
+  EXPECT_NEAR(m->bottleneck_after, 300, 1e-9);
+  EXPECT_NE(m->reason.find("serves about 100 samples/s there"), std::string::npos) << m->reason;
+  // Bad entries count as 1: the same answer as without costs.
+  RebalanceOptions bad;
+  bad.stage_costs = {-1, std::nan("")};
+  peers.resize(4);
+  for (int i = 0; i < 5; ++i) peers.push_back(peer("b" + std::to_string(i), 1, 100));
+  const auto b = Rebalancer(bad).plan(peers, 2, 0);
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->peer_id, naive->peer_id);
+}
+
 TEST(Rebalancer, HysteresisBlocksASmallGain) {
   // Stage 1 runs at 1.0; any move from stage 0 lifts the slower of the two to 1.05 (+5%).
   const std::vector<PeerLoad> peers = {peer("a", 0, 1.0), peer("b", 0, 0.05), peer("d", 0, 1.0),
                                        peer("c", 1, 1.0)};
-  Rebalancer strict(RebalanceOptions{});  // min_gain 10%
+  Rebalancer strict(RebalanceOptions{});  // min_gain 25%
   EXPECT_FALSE(strict.plan(peers, 2, 0).has_value());
   EXPECT_FALSE(strict.plan(peers, 2, 1000).has_value());
   RebalanceOptions loose;

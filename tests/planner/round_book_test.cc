@@ -128,6 +128,22 @@ TEST(RoundBookGroup, ReadyWhenAllLiveWorkersJoined) {
   EXPECT_EQ(g.members[2].host, "h-c");
 }
 
+TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
+  PeerTable t = table_with({"a", "b"});
+  PeerRecord leaving = worker("b", 0);
+  leaving.state = "draining";  // moved by the rebalancer or preempted: it hands off instead
+  t.upsert(leaving, 0);
+  RoundBook book;
+  EXPECT_EQ(book.join(0, 1, 0, member("a", 8), 30, 1), JoinResult::Joined);
+  GroupView g = book.group(0, 1, 0, t, 1.1);  // long before the 30-s window ends
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
+  // The same peer serving would have been waited for.
+  t.upsert(worker("b", 0), 0);
+  EXPECT_EQ(book.join(0, 2, 0, member("a", 8), 30, 1), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 2, 0, t, 1.1).state, GroupView::Gathering);
+}
+
 TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   PeerTable t = table_with({"a", "b", "c"});
   RoundBook book;
@@ -216,6 +232,40 @@ TEST(RoundBookGroup, WorkersOfOtherStagesDoNotBlock) {
   EXPECT_EQ(book.group(1, 0, 0, t, 0).state, GroupView::Ready);
   book.join(0, 0, 0, member("a"), 30, 0);
   EXPECT_EQ(ids(book.group(0, 0, 0, t, 0).members), (std::vector<std::string>{"a"}));
+}
+
+TEST(RoundBookAbandon, UnaveragedSamplesOfTheNewestReportedRoundAreReturnedOnce) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  book.report_progress(0, 3, "a", 8, 64, t, 0);
+  book.report_progress(0, 4, "a", 12, 64, t, 0);  // the newest round a reported in counts
+  book.report_progress(0, 4, "b", 20, 64, t, 0);
+  EXPECT_EQ(book.abandon(0, "a"), 12);
+  EXPECT_EQ(book.abandon(0, "a"), 8);   // then the round before (a never averaged it either)
+  EXPECT_EQ(book.abandon(0, "a"), 0);   // nothing left: counted once
+  EXPECT_EQ(book.abandon(1, "b"), 0);   // another stage
+  EXPECT_EQ(book.abandon(0, "zz"), 0);  // never reported
+  // The abandoned report no longer counts in the total.
+  EXPECT_EQ(book.report_progress(0, 4, "b", 20, 64, t, 0).samples_total, 20);
+}
+
+TEST(RoundBookAbandon, MembersOfTheNewestReadyGroupLostNothing) {
+  PeerTable t = table_with({"a", "b", "c"});
+  RoundBook book;
+  for (const char* id : {"a", "b", "c"}) book.report_progress(0, 2, id, 10, 30, t, 0);
+  // Attempt 0 froze with a and b; attempt 1 (a retry) froze with b only.
+  ASSERT_EQ(book.join(0, 2, 0, member("a"), 1, 0), JoinResult::Joined);
+  ASSERT_EQ(book.join(0, 2, 0, member("b"), 1, 0), JoinResult::Joined);
+  ASSERT_EQ(book.group(0, 2, 0, t, 2).state, GroupView::Ready);
+  ASSERT_EQ(book.join(0, 2, 1, member("b"), 1, 2), JoinResult::Joined);
+  ASSERT_EQ(book.group(0, 2, 1, t, 4).state, GroupView::Ready);
+  EXPECT_EQ(book.abandon(0, "b"), 0);   // in the newest ready group: averaged
+  EXPECT_EQ(book.abandon(0, "a"), 10);  // only in a superseded attempt
+  EXPECT_EQ(book.abandon(0, "c"), 10);  // never joined
+  // A peer still gathering (group not ready) has not averaged either.
+  book.report_progress(0, 3, "a", 5, 30, t, 5);
+  ASSERT_EQ(book.join(0, 3, 0, member("a"), 10, 5), JoinResult::Joined);
+  EXPECT_EQ(book.abandon(0, "a"), 5);
 }
 
 TEST(RoundBookGc, KeepsNewestFiveRoundsPerStage) {

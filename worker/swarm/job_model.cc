@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "worker/model/flops.h"
+
 namespace swarm::runtime {
 
 model::ModelConfig model_config(const JobSpec& spec) {
@@ -37,6 +39,14 @@ model::OptimizerConfig optimizer_config(const JobSpec& spec) {
   c.max_steps = spec.training.max_steps;
   c.min_lr_ratio = s.min_learning_rate_ratio;
   return c;
+}
+
+std::vector<double> stage_costs(const JobSpec& spec) {
+  const model::ModelConfig c = model_config(spec);
+  std::vector<double> out;
+  for (int64_t s = 0; s < spec.pipeline.stages; ++s)
+    out.push_back(model::stage_flops_per_sample(c, s == 0, s + 1 == spec.pipeline.stages));
+  return out;
 }
 
 uint64_t stage_seed(const JobSpec& spec) { return spec.training.seed; }

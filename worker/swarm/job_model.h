@@ -2,6 +2,8 @@
 // know about the job spec, so it can be built alone against any libtorch).
 #pragma once
 
+#include <vector>
+
 #include "common/job_spec.h"
 #include "worker/model/config.h"
 #include "worker/model/optimizer.h"
@@ -13,6 +15,10 @@ model::OptimizerConfig optimizer_config(const JobSpec& spec);
 
 // Seed of stage `stage`'s initial parameters: every peer of a stage derives the same one.
 uint64_t stage_seed(const JobSpec& spec);
+
+// Relative compute cost per sample of each stage (forward FLOPs, model/flops.h), for the
+// rebalancer's estimate of a moved peer's speed on its new stage.
+std::vector<double> stage_costs(const JobSpec& spec);
 
 // Throws std::invalid_argument for spec settings this build cannot run, naming the field.
 void check_runtime_support(const JobSpec& spec);

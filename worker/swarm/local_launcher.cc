@@ -340,7 +340,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       if (c.role == "worker" && c.exited && !c.withdrawn) {
         c.withdrawn = true;
         try {
-          registry.withdraw(c.name.substr(std::string("worker ").size()));
+          registry.withdraw(c.name.substr(std::string("worker ").size()), /*settled=*/false);
         } catch (const std::exception&) {
         }
       }
@@ -442,7 +442,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "samples_lost", "handoffs", "resyncs", "state_downloads",
-                        "stage_moves", "unaveraged_steps"})
+                        "stage_moves", "unaveraged_steps", "peers_lost"})
     summary[k] = events.value(k, int64_t{0});
   write_summary(summary);
   summary.erase("loss_curve");

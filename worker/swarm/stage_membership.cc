@@ -193,6 +193,12 @@ void StageServer::Impl::resync() {
   ready = true;
   report_event("resyncs", 1);
   report_event("samples_lost", lost);
+  if (lost > 0) {
+    try {  // counted here: the registry must not count the stale round's report again
+      registry->report_progress(stage.load(), before, opt.peer_id, 0, target_samples);
+    } catch (const std::exception&) {
+    }
+  }
   spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id,
                stage.load(), before, round.load(), lost);
   cv.notify_all();
@@ -280,6 +286,17 @@ void StageServer::Impl::complete_leave() {
   }
   if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now();
   report_event("samples_lost", lost);
+  // The gradient is settled (handed off or counted): the registry must not count it again if
+  // this process dies before it deregisters.
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    samples_done = 0;
+  }
+  try {
+    registry->report_progress(from, round.load(), opt.peer_id, 0, target_samples);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not clear its progress report: {}", opt.peer_id, e.what());
+  }
   optimizer->zero_grad();
   const int to = move_to.exchange(-1);
   if (to >= 0 && to != from && !exiting) {

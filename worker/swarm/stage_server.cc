@@ -1,7 +1,9 @@
 #include "worker/swarm/stage_server.h"
 
 #include <chrono>
+#include <deque>
 #include <thread>
+
 #include <spdlog/spdlog.h>
 
 #include "planner/rebalance.h"
@@ -29,6 +31,10 @@ const char* op_name(uint16_t type) {
 }
 
 constexpr int64_t kMaxSamplesPerRequest = 65536;
+// Capacity measurement (heartbeat_loop): the window of wall time it averages over, and the
+// compute time it needs before a reading counts.
+constexpr double kCapacityWindowSeconds = 10;
+constexpr double kCapacityMinBusySeconds = 2.0;
 
 }  // namespace
 
@@ -80,10 +86,14 @@ void StageServer::start() {
   int first = I.opt.stage;
   if (first < 0) {
     std::vector<planner::PeerLoad> loads;
-    for (const auto& p : I.registry->peers("worker"))
+    for (const auto& p : I.registry->peers("worker")) {
+      if (p.state == "draining") continue;  // leaving: its capacity is gone
       loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
                        p.state == "joining"});
-    first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages));
+    }
+    planner::RebalanceOptions ro;
+    ro.min_gain = spec.rebalancing.min_gain;  // the bottleneck band, as the rebalancer uses it
+    first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages), ro);
   }
   I.become_stage(first, I.opt.stage < 0 ? "joined the most loaded stage" : "assigned");
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
@@ -104,7 +114,7 @@ void StageServer::stop() {
   I.cv.notify_all();
   I.avg_cv.notify_all();
   try {
-    if (I.registry) I.registry->withdraw(I.opt.peer_id);
+    if (I.registry) I.registry->withdraw(I.opt.peer_id, /*settled=*/true);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not deregister: {}", I.opt.peer_id, e.what());
   }
@@ -513,17 +523,23 @@ void StageServer::Impl::announce(const std::string& state) {
 
 void StageServer::Impl::heartbeat_loop() {
   uint64_t last_sent = 0, last_received = 0;
-  int64_t last_completed = completed;
-  double last_busy = busy_seconds;
+  // Capacity, not current rate: samples completed per second of compute, over a sliding window of
+  // wall time (kCapacityWindowSeconds). Per-heartbeat readings swing by tens of percent with the
+  // microbatch mix and the machine's other load; the rebalancer compares stages with them, so the
+  // reading must be steadier than its min_gain. With the queue length it gives the stage's load.
+  struct Reading {
+    double at, busy;
+    int64_t completed;
+  };
+  std::deque<Reading> window;
   while (true) {
-    // Capacity, not current rate: samples completed per second of compute. With the queue length
-    // it gives the stage's load as the rebalancer sees it.
-    const double busy = busy_seconds.load();
-    if (busy - last_busy > 0.05) {
-      const double rate = static_cast<double>(completed - last_completed) / (busy - last_busy);
-      samples_per_second = samples_per_second == 0 ? rate : 0.7 * samples_per_second + 0.3 * rate;
-      last_completed = completed;
-      last_busy = busy;
+    const double t = now_seconds();
+    window.push_back({t, busy_seconds.load(), completed.load()});
+    while (window.size() > 2 && t - window[1].at >= kCapacityWindowSeconds) window.pop_front();
+    const double busy = window.back().busy - window.front().busy;
+    if (busy > kCapacityMinBusySeconds) {
+      samples_per_second =
+          static_cast<double>(window.back().completed - window.front().completed) / busy;
     }
     try {
       announce("");

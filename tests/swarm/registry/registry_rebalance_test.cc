@@ -48,17 +48,39 @@ class RebalancingRegistry : public ::testing::Test {
   std::map<std::string, int> stages_{{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}, {"e", 1}, {"f", 2}};
 };
 
-TEST_F(RebalancingRegistry, NoMoveDuringTheStartUpPeriod) {
-  heartbeat("a", 0, 10);  // stages 1 and 2 look empty: their workers are still starting
-  heartbeat("b", 0, 10);
-  EXPECT_TRUE(round_of_heartbeats().empty());
+TEST_F(RebalancingRegistry, NoMoveDuringTheStartUpPeriodUntilTheSwarmIsSettled) {
+  // Stages 1 and 2 look empty: their workers are still starting.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(heartbeat("a", 0, 10).contains("assignedStage"));
+    EXPECT_FALSE(heartbeat("b", 0, 10).contains("assignedStage"));
+  }
+  // Every stage has a worker, but two capacities are not measured yet (0), or a peer is joining.
+  for (auto& [id, stage] : stages_) {
+    EXPECT_FALSE(heartbeat(id, stage, id == "e" || id == "f" ? 0 : 10).contains("assignedStage"));
+  }
+  for (auto& [id, stage] : stages_) {
+    EXPECT_FALSE(heartbeat(id, stage, 10, id == "f" ? "joining" : "serving").contains("assignedStage"));
+  }
+  HttpReply stats = svc_.handle("GET", "/v1/stats", "", "");
+  EXPECT_EQ(json::parse(stats.body)["rebalanceMoves"], 0);
+}
+
+TEST_F(RebalancingRegistry, SettledSwarmIsRebalancedBeforeTheStartUpPeriodEnds) {
+  now_ += 2;  // well inside the first period (10 s)
+  std::map<std::string, int> assigned = round_of_heartbeats();
+  auto second = round_of_heartbeats();
+  assigned.insert(second.begin(), second.end());
+  ASSERT_EQ(assigned.size(), 1u);
+  EXPECT_EQ(stages_[assigned.begin()->first], 0);
+  EXPECT_EQ(assigned.begin()->second, 1);
 }
 
 TEST_F(RebalancingRegistry, ImbalancedSwarmGetsOneMoveAtATimeUntilBalanced) {
-  round_of_heartbeats();
   int moves = 0;
   for (int period = 0; period < 12; ++period) {
-    now_ += 31;  // past the period and the cooldown
+    // The first sweep settles the swarm (every stage served and measured), so the first move
+    // comes at once; later sweeps come past the period and the cooldown.
+    if (period > 0) now_ += 31;
     // The planner runs on whichever heartbeat comes first; the moved worker learns of it on its
     // own next heartbeat, so two sweeps deliver it.
     auto assigned = round_of_heartbeats();
@@ -93,6 +115,50 @@ TEST_F(RebalancingRegistry, EventsAreCountedAndBadEventsRefused) {
   EXPECT_EQ(neg.status, 400);
   HttpReply stats = svc_.handle("GET", "/v1/stats", "", "");
   EXPECT_EQ(json::parse(stats.body)["events"]["checkpoint_restores"], 3);
+}
+
+// A worker that dies holds a gradient nobody averaged: when it is withdrawn by someone else
+// (no settled=true) or its record expires, what it reported for the open round counts as lost.
+TEST_F(RebalancingRegistry, DeadWorkersUnaveragedSamplesCountAsLost) {
+  auto progress = [&](const std::string& id, int stage, int64_t round, int64_t samples) {
+    json body{{"peerId", id}, {"samples", samples}, {"target", 64}};
+    HttpReply r = svc_.handle("POST", "/v1/stages/" + std::to_string(stage) + "/rounds/" +
+                                          std::to_string(round) + "/progress", "", body.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  };
+  auto events = [&] { return json::parse(svc_.handle("GET", "/v1/stats", "", "").body)["events"]; };
+  round_of_heartbeats();
+  progress("a", 0, 7, 12);
+  progress("b", 0, 7, 8);
+  progress("e", 1, 7, 20);
+  progress("f", 2, 7, 4);
+  // a: killed and withdrawn by the launcher.
+  EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/a", "", "").status, 200);
+  EXPECT_EQ(events()["samples_lost"], 12);
+  EXPECT_EQ(events()["peers_lost"], 1);
+  // b: leaves by itself after handing its gradient off (it cleared its report first).
+  progress("b", 0, 7, 0);
+  EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/b", "settled=true", "").status, 200);
+  // e: leaves by itself; settled=true means it counted what it had.
+  EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/e", "settled=true", "").status, 200);
+  EXPECT_EQ(events()["samples_lost"], 12);
+  EXPECT_EQ(events()["peers_lost"], 1);
+  // f: stops heartbeating and expires (5 s); the next request notices.
+  now_ += 3;
+  heartbeat("c", 0, 10);
+  heartbeat("d", 0, 10);
+  now_ += 3;
+  heartbeat("c", 0, 10);
+  EXPECT_EQ(events()["samples_lost"], 16);
+  EXPECT_EQ(events()["peers_lost"], 2);
+  // Withdrawing a peer that is already gone counts nothing more.
+  EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/a", "", "").status, 200);
+  EXPECT_EQ(events()["samples_lost"], 16);
+  // A bad flag is refused with the parameter named.
+  HttpReply bad = svc_.handle("DELETE", "/v1/peers/c", "settled=maybe", "");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("settled"), std::string::npos) << bad.body;
+  EXPECT_NE(bad.body.find("maybe"), std::string::npos) << bad.body;
 }
 
 }  // namespace

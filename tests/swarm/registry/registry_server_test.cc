@@ -146,8 +146,8 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   EXPECT_EQ(client_->peers("trainer").size(), 1u);
   EXPECT_EQ(client_->peers("", 0).size(), 1u);
 
-  client_->withdraw("w-b");
-  client_->withdraw("w-b");  // idempotent
+  client_->withdraw("w-b", true);
+  client_->withdraw("w-b", true);  // idempotent
   stage1 = client_->peers("worker", 1);
   ASSERT_EQ(stage1.size(), 1u);
   EXPECT_EQ(stage1[0].peer_id, "w-c");
@@ -179,7 +179,7 @@ TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   v = client_->report_progress(0, 5, "b", 60, 100);
   EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
-  client_->withdraw("b");
+  client_->withdraw("b", true);
   v = client_->report_progress(0, 5, "a", 41, 100);
   EXPECT_EQ(v.samples_total, 41);
   EXPECT_TRUE(v.target_reached);  // latched

@@ -22,8 +22,10 @@ class Discovery {
   virtual ~Discovery();
   // Publishes (or refreshes: call it as a heartbeat) this peer's record.
   virtual AnnounceReply announce(const planner::PeerRecord& rec) = 0;
-  // Removes the peer at once (graceful shutdown).
-  virtual void withdraw(const std::string& peer_id) = 0;
+  // Removes the peer at once. `settled`: the peer itself leaves (graceful shutdown) and has handed
+  // off or counted its gradient; false: someone withdraws a peer that died, and whatever gradient
+  // it held unaveraged is counted as lost.
+  virtual void withdraw(const std::string& peer_id, bool settled) = 0;
   // Live peers, optionally filtered by role ("" = any) and stage (-1 = any), sorted by peer_id.
   virtual std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) = 0;
 };

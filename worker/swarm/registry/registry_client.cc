@@ -130,8 +130,9 @@ json RegistryClient::stats() {
   return impl_->decoded(base_url_, methods::GET, "/v1/stats", r, [](const json& j) { return j; });
 }
 
-void RegistryClient::withdraw(const std::string& peer_id) {
-  const std::string path = "/v1/peers/" + web::uri::encode_data_string(peer_id);
+void RegistryClient::withdraw(const std::string& peer_id, bool settled) {
+  const std::string path =
+      "/v1/peers/" + web::uri::encode_data_string(peer_id) + (settled ? "?settled=true" : "");
   impl_->checked(base_url_, methods::DEL, path, nullptr);
 }
 

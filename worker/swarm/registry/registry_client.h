@@ -33,7 +33,7 @@ class RegistryClient : public Discovery, public RoundCoordinator {
 
   // Discovery. The record's last_seen is not sent; peers() returns it as Unix time (seconds).
   AnnounceReply announce(const planner::PeerRecord& rec) override;
-  void withdraw(const std::string& peer_id) override;
+  void withdraw(const std::string& peer_id, bool settled) override;
   std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) override;
 
   // RoundCoordinator.

@@ -100,17 +100,41 @@ RegistryService::RegistryService(RegistryOptions options)
 
 double RegistryService::now() const { return options_.clock(); }
 
+void RegistryService::expire_locked(double t) {
+  for (const auto& rec : peers_.expire(t)) lose_locked(rec);
+}
+
+void RegistryService::lose_locked(const planner::PeerRecord& rec) {
+  if (rec.role != "worker" || rec.stage < 0) return;
+  const int64_t lost = rounds_.abandon(rec.stage, rec.peer_id);
+  events_["peers_lost"] += 1;
+  if (lost <= 0) return;
+  events_["samples_lost"] += lost;
+  spdlog::warn("registry: worker {} of stage {} is gone with {} samples of gradient not averaged: "
+               "counted as lost",
+               rec.peer_id, rec.stage, lost);
+}
+
 void RegistryService::maybe_rebalance(double t) {
   if (!rebalancer_ || !assignments_.empty()) return;
-  // The first period after start is for workers to register: a stage that looks empty then is
-  // only late, and moving a peer into it would unbalance the swarm it is about to have.
-  if (t - started_at_ < options_.rebalance->period_seconds) return;
   std::vector<planner::PeerLoad> loads;
+  std::vector<bool> served(static_cast<size_t>(options_.num_stages), false);
+  bool settled = true;  // every stage served, nobody joining, every capacity measured
   for (const auto& p : peers_.live(t, "worker")) {
     if (p.state == "draining") continue;
+    const bool joining = p.state == "joining";
     loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
-                     p.state == "joining"});
+                     joining});
+    if (joining || !(p.samples_per_second > 0)) settled = false;
+    if (!joining && p.stage >= 0 && p.stage < options_.num_stages)
+      served[static_cast<size_t>(p.stage)] = true;
   }
+  for (bool s : served) settled = settled && s;
+  // The first period after start is for workers to register: a stage that looks empty then is
+  // only late, and moving a peer into it would unbalance the swarm it is about to have. The wait
+  // ends early once the swarm is settled: then the stages are what they are and every reading is
+  // a measurement, not a guess, and an imbalanced start is fixed one period sooner.
+  if (t - started_at_ < options_.rebalance->period_seconds && !settled) return;
   auto move = rebalancer_->plan(loads, options_.num_stages, t);
   if (!move) return;
   rebalancer_->record_move(*move, t);
@@ -183,7 +207,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
       }
       std::lock_guard<std::mutex> lock(mu_);
       const double t = now();
-      peers_.expire(t);
+      expire_locked(t);
       const double unix_now =
           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
               .count();
@@ -201,7 +225,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         planner::PeerRecord rec = wire::peer_from_json(wire::parse_object(body), id);
         std::lock_guard<std::mutex> lock(mu_);
         const double t = now();
-        peers_.expire(t);
+        expire_locked(t);
         const bool worker = rec.role == "worker";
         const int stage = rec.stage;
         peers_.upsert(std::move(rec), t);
@@ -214,8 +238,22 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         return reply(200, out);
       }
       if (method == "DELETE") {
+        // ?settled=true: the peer itself leaves and has handed off (or counted) its gradient.
+        // Otherwise someone withdraws a dead peer: what it held is lost (lose_locked).
+        bool settled = false;
+        for (const std::string& kv : split(query, '&')) {
+          const size_t eq = kv.find('=');
+          if (kv.empty() || decode(kv.substr(0, eq), "query", true) != "settled") continue;
+          const std::string value = eq == std::string::npos ? "" : decode(kv.substr(eq + 1), "settled", true);
+          if (value != "true" && value != "false")
+            throw BadField("settled", "must be \"true\" or \"false\"", wire::describe(json(value)));
+          settled = value == "true";
+        }
         std::lock_guard<std::mutex> lock(mu_);
         assignments_.erase(id);
+        if (!settled) {
+          if (auto rec = peers_.stored(id)) lose_locked(*rec);
+        }
         return reply(200, json{{"removed", peers_.remove(id)}});
       }
       return wrong_method("PUT or DELETE");

@@ -4,7 +4,10 @@
 //
 //   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x,
 //                                                                       "assignedStage": s (when moved)}
-//   DELETE /v1/peers/{peerId}                                        -> {"removed": bool}
+//   DELETE /v1/peers/{peerId}[?settled=true]                         -> {"removed": bool}
+//          without settled=true the peer is taken for dead: the samples it reported for a round
+//          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
+//          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
 //   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"} -> ProgressView
 //   POST   /v1/stages/{s}/rounds/{r}/attempts/{a}/join   Member + "gatherSeconds"
@@ -68,6 +71,11 @@ class RegistryService {
  private:
   double now() const;
   void maybe_rebalance(double t);  // REQUIRES: mu_ held
+  // Drops expired peers, counting what dead workers held (lose_locked). REQUIRES: mu_ held.
+  void expire_locked(double t);
+  // A worker is gone without settling: its unaveraged samples count as "samples_lost" and it
+  // counts in "peers_lost". REQUIRES: mu_ held.
+  void lose_locked(const planner::PeerRecord& rec);
 
   RegistryOptions options_;
   std::mutex mu_;
