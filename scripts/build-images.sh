@@ -11,8 +11,10 @@
 #                                                Debian release and libraries): what the tests use
 #   options: --tag TAG (default dev), --only worker|operator
 #
-# Idempotent: the base image is made only when missing; buildah's layer cache (--layers) makes a
-# repeated build reuse every unchanged step. Storage: vfs, chroot isolation (works inside a
+# Idempotent: the base image is made only when missing; in --prebuilt mode the runtime stage is
+# kept under a key of its Dockerfile text and rebuilt only when that changes; a full build uses
+# buildah's layer cache (--layers). An image replaced under the same tag is removed (vfs storage
+# keeps a full copy of each layer). Storage: vfs, chroot isolation (works inside a
 # container, without fuse-overlayfs or user namespaces). Needs root (or sudo), buildah and
 # debootstrap (scripts/install-deps.sh installs them). Prints the image names on stdout, progress
 # and timings on stderr.
@@ -83,26 +85,49 @@ else
   log "base image $BASE_IMAGE made in $(( $(date +%s) - start )) s"
 fi
 
+# replace_tag IMAGE NEW_ID: tags NEW_ID as IMAGE and removes the image IMAGE named before, unless
+# another tag still uses it (vfs storage keeps a full copy of every layer: old images add up fast).
+replace_tag() {
+  local image=$1 new=$2 old
+  old=$($BUILDAH images --noheading --quiet --no-trunc "$image" 2>/dev/null | head -1 || true)
+  $BUILDAH tag "$new" "$image"
+  if [ -n "$old" ] && [ "$old" != "$new" ] && [ "${old#sha256:}" != "${new#sha256:}" ]; then
+    $BUILDAH rmi "$old" >/dev/null 2>&1 || true
+  fi
+}
+
 # build_image NAME DOCKERFILE BINARY
 build_image() {
-  local name=$1 dockerfile=$2 binary=$3 image="localhost/$1:$TAG" start
+  local name=$1 dockerfile=$2 binary=$3 image="localhost/$1:$TAG" start id
   start=$(date +%s)
   if [ -z "$PREBUILT" ]; then
     log "$image: full build ($dockerfile)"
-    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" -t "$image" . >&2
+    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" \
+      --iidfile "/tmp/$name.iid" . >&2
+    replace_tag "$image" "$(cat "/tmp/$name.iid")"
   else
     [ -x "$PREBUILT/$binary" ] || { echo "build-images: no $PREBUILT/$binary (build it first)" >&2; exit 1; }
-    log "$image: runtime stage of $dockerfile + $PREBUILT/$binary"
-    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" \
-      --target runtime -t "localhost/$name-runtime:$TAG" . >&2
+    # The runtime stage, keyed by its Dockerfile text and the base: built once per change.
+    local stage_key runtime
+    stage_key=$( (echo "$BASE_KEY"; sed -n '/^FROM .* AS runtime/,/^FROM /p' "$dockerfile") | sha256sum | cut -c1-12)
+    runtime="localhost/$name-runtime:$stage_key"
+    if image_exists "$runtime"; then
+      log "$image: runtime stage of $dockerfile is cached ($runtime)"
+    else
+      log "$image: runtime stage of $dockerfile"
+      $BUILDAH bud --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" --target runtime \
+        -t "$runtime" . >&2
+    fi
+    log "$image: $runtime + $PREBUILT/$binary"
     local ctr tmp
     tmp=$(mktemp -d)
     # The binary as the build stage would leave it: stripped, owned by root.
     cp "$PREBUILT/$binary" "$tmp/$binary"
     strip "$tmp/$binary"
-    ctr=$($BUILDAH from "localhost/$name-runtime:$TAG")
+    ctr=$($BUILDAH from "$runtime")
     $BUILDAH copy --chown 0:0 "$ctr" "$tmp/$binary" "/usr/local/bin/$binary" >/dev/null
-    $BUILDAH commit --quiet --rm "$ctr" "$image" >/dev/null
+    id=$($BUILDAH commit --quiet --rm "$ctr")
+    replace_tag "$image" "$id"
     rm -rf "$tmp"
   fi
   log "$image built in $(( $(date +%s) - start )) s"
