@@ -26,6 +26,11 @@ class RebalancingRegistry : public ::testing::Test {
   }
   RebalancingRegistry() : svc_(options(&now_)) {}
 
+  void trainer_heartbeat() {
+    json body{{"role", "trainer"}, {"host", "127.0.0.1"}, {"port", 0}, {"state", "serving"}};
+    ASSERT_EQ(svc_.handle("PUT", "/v1/peers/trainer0", "", body.dump()).status, 200);
+  }
+
   json heartbeat(const std::string& id, int stage, double rate, const std::string& state = "serving") {
     json body{{"role", "worker"}, {"stage", stage}, {"host", "127.0.0.1"}, {"port", 7000},
               {"state", state}, {"samplesPerSecond", rate}, {"queueLength", 0}};
@@ -36,6 +41,7 @@ class RebalancingRegistry : public ::testing::Test {
   // One heartbeat from each worker; returns the assignments handed out.
   std::map<std::string, int> round_of_heartbeats() {
     std::map<std::string, int> out;
+    if (with_trainer_) trainer_heartbeat();
     for (auto& [id, stage] : stages_) {
       json r = heartbeat(id, stage, 10);
       if (r.contains("assignedStage")) out[id] = r["assignedStage"].get<int>();
@@ -44,11 +50,13 @@ class RebalancingRegistry : public ::testing::Test {
   }
 
   double now_ = 1000;
+  bool with_trainer_ = true;  // a live trainer: there is work to balance
   RegistryService svc_;
   std::map<std::string, int> stages_{{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}, {"e", 1}, {"f", 2}};
 };
 
 TEST_F(RebalancingRegistry, NoMoveDuringTheStartUpPeriodUntilTheSwarmIsSettled) {
+  trainer_heartbeat();  // work to balance: only the start-up rule holds moves back
   // Stages 1 and 2 look empty: their workers are still starting.
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(heartbeat("a", 0, 10).contains("assignedStage"));
@@ -63,6 +71,17 @@ TEST_F(RebalancingRegistry, NoMoveDuringTheStartUpPeriodUntilTheSwarmIsSettled) 
   }
   HttpReply stats = svc_.handle("GET", "/v1/stats", "", "");
   EXPECT_EQ(json::parse(stats.body)["rebalanceMoves"], 0);
+}
+
+TEST_F(RebalancingRegistry, NothingMovesWithoutALiveTrainer) {
+  with_trainer_ = false;
+  now_ += 100;
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(round_of_heartbeats().empty());
+  with_trainer_ = true;
+  auto assigned = round_of_heartbeats();
+  auto second = round_of_heartbeats();
+  assigned.insert(second.begin(), second.end());
+  EXPECT_EQ(assigned.size(), 1u);
 }
 
 TEST_F(RebalancingRegistry, SettledSwarmIsRebalancedBeforeTheStartUpPeriodEnds) {

@@ -117,6 +117,9 @@ void RegistryService::lose_locked(const planner::PeerRecord& rec) {
 
 void RegistryService::maybe_rebalance(double t) {
   if (!rebalancer_ || !assignments_.empty()) return;
+  // Without a live trainer there is no work to balance (before training starts, or while the job
+  // shuts down and its workers drain one by one).
+  if (peers_.live(t, "trainer").empty()) return;
   std::vector<planner::PeerLoad> loads;
   std::vector<bool> served(static_cast<size_t>(options_.num_stages), false);
   bool settled = true;  // every stage served, nobody joining, every capacity measured

@@ -24,7 +24,9 @@
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
 // Rebalancer look at the live workers' loads (queue length, samples/s); a planned move is
 // handed to the moved worker as "assignedStage" in its heartbeat replies until it announces
-// itself on that stage. One move is in flight at a time.
+// itself on that stage. One move is in flight at a time. Nothing moves while no trainer is live
+// (no work to balance), nor in the first period after start unless the swarm is settled (every
+// stage has a serving worker, none is joining, every worker has measured its capacity).
 //
 // Errors are {"error": "<field>: <problem>, got <value>"} with 400 (bad input), 404 (no such
 // path), 405 (wrong method), 413 (body too large) or 500 (a bug; logged).
