@@ -92,8 +92,13 @@ void ProgressPoller::loop() {
       }
     }
     std::atomic<size_t> next{0};
+    auto stopping = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stop_;
+    };
+    // stop() waits only for the requests in flight: no new one starts once it was called.
     auto work = [&] {
-      for (size_t i = next++; i < targets.size(); i = next++) poll_one(targets[i]);
+      for (size_t i = next++; i < targets.size() && !stopping(); i = next++) poll_one(targets[i]);
     };
     std::vector<std::thread> pool;
     const size_t n = std::min<size_t>(targets.size(), static_cast<size_t>(std::max(1, options_.concurrency)));
@@ -115,6 +120,10 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
     registry::RegistryClient client(
         t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)));
     workers = client.peers("worker");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return;
+    }
     stats = parse_registry_stats(client.stats());
     r.ok = true;
   } catch (const registry::RegistryError& e) {

@@ -8,7 +8,8 @@
 // of status; a status write only when something changed).
 //
 // Concurrency: up to `concurrency` registries are read at once, so one registry that times out
-// delays only its own job's figures. latest() never blocks on I/O.
+// delays only its own job's figures. latest() never blocks on I/O. stop() waits for the requests
+// in flight (at most timeout_seconds each), never starts another.
 #pragma once
 
 #include <atomic>
