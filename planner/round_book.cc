@@ -45,14 +45,15 @@ RoundBook::Group* RoundBook::find_group(int stage, int64_t round, int attempt) {
 
 ProgressView RoundBook::report_progress(int stage, int64_t round, const std::string& peer,
                                         int64_t samples, int64_t target, const PeerTable& peers,
-                                        double now) {
+                                        double now, int64_t admitted) {
   if (is_garbage(stage, round)) return ProgressView{round, 0, target, true};
   Round& rd = touch(stage, round);
   rd.samples[peer] = samples;
+  rd.admitted[peer] = admitted > samples ? admitted : samples;
   rd.target = target;
   int64_t total = 0;
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  for (const auto& [id, n] : rd.samples) {
+  for (const auto& [id, n] : rd.admitted) {
     if (n <= 0 || !peers.is_live(id, now)) continue;
     total = (total > kMax - n) ? kMax : total + n;  // saturate instead of overflowing
   }
@@ -133,6 +134,7 @@ int64_t RoundBook::abandon(int stage, const std::string& peer) {
     if (it == rd->second.samples.end()) continue;
     const int64_t n = it->second > 0 ? it->second : 0;
     rd->second.samples.erase(it);
+    rd->second.admitted.erase(peer);
     const Group* newest_ready = nullptr;  // attempts ascend in the map: the last Ready one wins
     for (const auto& [attempt, g] : rd->second.groups) {
       if (g.ready) newest_ready = &g;

@@ -1,10 +1,13 @@
 // RoundBook: per-stage training progress and averaging-group matchmaking. Pure: no I/O, no
 // threads (the caller serializes access), the clock is passed in as `now` seconds.
 //
-// Progress. Every peer of a stage reports its running sample count for the stage's current
-// round; the registry sums the counts of peers that are still live. Once the sum reaches the
-// target the round's `target_reached` latches: everyone is told to stop and average, even if a
-// peer dies afterwards and the sum drops.
+// Progress. Every peer of a stage reports, for the stage's current round, its running count of
+// samples done (backward finished: in its gradient) and of samples admitted (done + forwards it
+// accepted whose backward is still to come). The registry sums the admitted counts of peers that
+// are still live. Once the sum reaches the target the round's `target_reached` latches: everyone
+// stops admitting, finishes what it admitted and averages, even if a peer dies afterwards and the
+// sum drops. Counting admitted rather than done work keeps a round close to the target: peers
+// that only saw each other's finished samples admitted up to ~20 % more than the global batch.
 //
 // Matchmaking. Peers that want to average gradients for (stage, round) join the group of an
 // `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
@@ -29,7 +32,7 @@ namespace swarm::planner {
 
 struct ProgressView {
   int64_t round = 0;
-  int64_t samples_total = 0;
+  int64_t samples_total = 0;  // admitted samples of the live peers (see Progress above)
   int64_t target = 0;
   bool target_reached = false;
 };
@@ -57,10 +60,12 @@ class RoundBook {
   // Rounds kept per stage: the newest and the (kRoundsKept - 1) before it.
   static constexpr int64_t kRoundsKept = 5;
 
-  // Records `samples` as `peer`'s running total for (stage, round) (latest value wins) and
-  // returns the sum over peers live in `peers`, against `target` (the latest reported target).
+  // Records `samples` (done) and `admitted` (taken as max(admitted, samples); -1 = samples) as
+  // `peer`'s running totals for (stage, round) (latest value wins) and returns the sum of the
+  // admitted totals over peers live in `peers`, against `target` (the latest reported target).
   ProgressView report_progress(int stage, int64_t round, const std::string& peer, int64_t samples,
-                               int64_t target, const PeerTable& peers, double now);
+                               int64_t target, const PeerTable& peers, double now,
+                               int64_t admitted = -1);
 
   // Adds `m` to the group (stage, round, attempt), creating it (and fixing its gather window to
   // `gather_seconds` from `now`) if this is the first join. Closed if the group is Ready, its
@@ -94,7 +99,8 @@ class RoundBook {
     std::vector<Member> members;  // frozen when ready
   };
   struct Round {
-    std::map<std::string, int64_t> samples;  // peer -> running total
+    std::map<std::string, int64_t> samples;   // peer -> running total done
+    std::map<std::string, int64_t> admitted;  // peer -> running total admitted (>= done)
     int64_t target = 0;
     bool target_reached = false;
     std::map<int, Group> groups;  // attempt -> group

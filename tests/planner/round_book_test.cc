@@ -54,6 +54,28 @@ TEST(RoundBookProgress, SumsLatestValuePerPeer) {
   EXPECT_FALSE(v.target_reached);
 }
 
+TEST(RoundBookProgress, AdmittedWorkCountsTowardsTheTarget) {
+  PeerTable t = table_with({"a", "b"});
+  RoundBook book;
+  // a finished 8 samples and holds 24 more in flight; b finished 16 and holds 8.
+  auto v = book.report_progress(0, 1, "a", 8, 64, t, 0, 32);
+  EXPECT_EQ(v.samples_total, 32);
+  EXPECT_FALSE(v.target_reached);
+  v = book.report_progress(0, 1, "b", 16, 64, t, 0, 24);
+  EXPECT_EQ(v.samples_total, 56);
+  v = book.report_progress(0, 1, "b", 16, 64, t, 0, 32);
+  EXPECT_EQ(v.samples_total, 64);
+  EXPECT_TRUE(v.target_reached);  // admitted work covers the batch: stop admitting, finish, average
+  // admitted below samples (or absent) reads as samples.
+  v = book.report_progress(0, 2, "a", 10, 64, t, 0, 3);
+  EXPECT_EQ(v.samples_total, 10);
+  v = book.report_progress(0, 2, "b", 5, 64, t, 0);
+  EXPECT_EQ(v.samples_total, 15);
+  // A dead peer's lost work is what it had done, not what it had admitted.
+  book.report_progress(0, 3, "a", 8, 64, t, 0, 40);
+  EXPECT_EQ(book.abandon(0, "a"), 8);
+}
+
 TEST(RoundBookProgress, StagesAndRoundsAreSeparate) {
   PeerTable t = table_with({"a", "b"});
   t.upsert(worker("c", 1), 0);

@@ -55,7 +55,9 @@ void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
 }  // namespace
 
 bool StageServer::Impl::round_due_locked() const {
-  const bool reached = target_latched || others_samples + samples_done >= target_samples;
+  // With no activations left, samples_outstanding is 0: admitted work is done work.
+  const bool reached =
+      target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
   return reached && activations.empty();
 }
 
@@ -63,9 +65,9 @@ void StageServer::Impl::progress_loop() {
   // Short poll: a peer whose local count is below the target learns within this interval that
   // the stage as a whole reached it.
   const auto interval = std::chrono::milliseconds(25);
-  int64_t reported_round = -1, reported_samples = -1;
+  int64_t reported_round = -1, reported_samples = -1, reported_admitted = -1;
   while (true) {
-    int64_t r, s;
+    int64_t r, s, a;
     bool latched;
     {
       std::unique_lock<std::mutex> lk(mu);
@@ -73,20 +75,23 @@ void StageServer::Impl::progress_loop() {
       if (stopping) return;
       r = round;
       s = samples_done;
+      a = samples_done + samples_outstanding;  // admitted: what this peer has taken on
       latched = target_latched;
     }
     if (!ready) continue;
-    if (latched && r == reported_round && s == reported_samples) continue;
+    if (latched && r == reported_round && s == reported_samples && a == reported_admitted) continue;
     try {
-      auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples);
+      auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples, a);
       reported_round = r;
       reported_samples = s;
+      reported_admitted = a;
       bool wake = false;
       {
         std::lock_guard<std::mutex> lk(mu);
         if (view.round == round.load()) {
-          // The coordinator's total includes the count we reported; keep only the others' part.
-          others_samples = std::max<int64_t>(0, view.samples_total - s);
+          // The coordinator's total includes what we reported; keep only the others' part (their
+          // admitted samples: done, or accepted and owed a backward).
+          others_samples = std::max<int64_t>(0, view.samples_total - a);
           if (view.target_reached && !target_latched) wake = true;
           target_latched = target_latched || view.target_reached;
         }

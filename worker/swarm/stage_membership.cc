@@ -195,7 +195,7 @@ void StageServer::Impl::resync() {
   report_event("samples_lost", lost);
   if (lost > 0) {
     try {  // counted here: the registry must not count the stale round's report again
-      registry->report_progress(stage.load(), before, opt.peer_id, 0, target_samples);
+      registry->report_progress(stage.load(), before, opt.peer_id, 0, target_samples, 0);
     } catch (const std::exception&) {
     }
   }
@@ -293,7 +293,7 @@ void StageServer::Impl::complete_leave() {
     samples_done = 0;
   }
   try {
-    registry->report_progress(from, round.load(), opt.peer_id, 0, target_samples);
+    registry->report_progress(from, round.load(), opt.peer_id, 0, target_samples, 0);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not clear its progress report: {}", opt.peer_id, e.what());
   }

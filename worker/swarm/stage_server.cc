@@ -433,7 +433,8 @@ void StageServer::Impl::compute_loop() {
         spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
       }
       expire_activations_locked(now, false);
-      const bool reached = target_latched || others_samples + samples_done >= target_samples;
+      const bool reached =
+          target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
       // Backwards of a closing round that never come (their trainer died) must not hold the
       // step forever: after the backward timeout their activations are dropped, and a late
       // backward recomputes the forward with the new parameters.

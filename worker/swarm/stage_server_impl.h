@@ -117,7 +117,7 @@ struct StageServer::Impl {
   std::map<std::string, Activation> activations;
   int64_t samples_done = 0;       // backward samples accumulated this round (local)
   int64_t samples_outstanding = 0;  // samples of stored activations
-  int64_t others_samples = 0;     // other peers' samples this round, from the coordinator
+  int64_t others_samples = 0;     // other peers' admitted samples this round, from the coordinator
   bool target_latched = false;    // the coordinator says the stage reached the global batch
   double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
   bool stopping = false;

@@ -173,6 +173,15 @@ TEST_F(RebalancingRegistry, DeadWorkersUnaveragedSamplesCountAsLost) {
   // Withdrawing a peer that is already gone counts nothing more.
   EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/a", "", "").status, 200);
   EXPECT_EQ(events()["samples_lost"], 16);
+  // Progress with admitted work; admitted below samples is refused, naming the field.
+  HttpReply ok = svc_.handle("POST", "/v1/stages/0/rounds/8/progress", "",
+                             R"({"peerId":"c","samples":4,"target":64,"admitted":20})");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(json::parse(ok.body)["samplesTotal"], 20);
+  HttpReply low = svc_.handle("POST", "/v1/stages/0/rounds/8/progress", "",
+                              R"({"peerId":"c","samples":4,"target":64,"admitted":2})");
+  EXPECT_EQ(low.status, 400);
+  EXPECT_NE(low.body.find("admitted"), std::string::npos) << low.body;
   // A bad flag is refused with the parameter named.
   HttpReply bad = svc_.handle("DELETE", "/v1/peers/c", "settled=maybe", "");
   EXPECT_EQ(bad.status, 400);

@@ -171,16 +171,16 @@ TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   start();
   client_->announce(worker("a", 0));
   client_->announce(worker("b", 0));
-  planner::ProgressView v = client_->report_progress(0, 5, "a", 40, 100);
+  planner::ProgressView v = client_->report_progress(0, 5, "a", 40, 100, 40);
   EXPECT_EQ(v.round, 5);
   EXPECT_EQ(v.samples_total, 40);
   EXPECT_EQ(v.target, 100);
   EXPECT_FALSE(v.target_reached);
-  v = client_->report_progress(0, 5, "b", 60, 100);
+  v = client_->report_progress(0, 5, "b", 60, 100, 60);
   EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
   client_->withdraw("b", true);
-  v = client_->report_progress(0, 5, "a", 41, 100);
+  v = client_->report_progress(0, 5, "a", 41, 100, 41);
   EXPECT_EQ(v.samples_total, 41);
   EXPECT_TRUE(v.target_reached);  // latched
 }
@@ -272,7 +272,7 @@ TEST_F(RegistryServerTest, BadRequestsGet400WithTheFieldNamed) {
 
   // The errors went through the client too, as RegistryError with status and field.
   try {
-    client_->report_progress(0, 1, "a", 5, 0);
+    client_->report_progress(0, 1, "a", 5, 0, 5);
     FAIL() << "expected RegistryError";
   } catch (const RegistryError& e) {
     EXPECT_EQ(e.status(), 400);

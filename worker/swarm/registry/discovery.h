@@ -33,8 +33,11 @@ class Discovery {
 class RoundCoordinator {
  public:
   virtual ~RoundCoordinator();
+  // `samples`: done this round; `admitted`: done + accepted forwards still owed a backward (>=
+  // samples). The view's samples_total sums the stage's admitted counts (planner/round_book.h).
   virtual planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
-                                                int64_t samples, int64_t target) = 0;
+                                                int64_t samples, int64_t target,
+                                                int64_t admitted) = 0;
   // false = the group is closed (ready without this peer): retry with the next attempt.
   virtual bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
                           double gather_seconds) = 0;

@@ -5,6 +5,7 @@
 
 #include "worker/swarm/registry/registry_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <cpprest/http_client.h>
@@ -158,9 +159,10 @@ std::vector<planner::PeerRecord> RegistryClient::peers(const std::string& role, 
 
 planner::ProgressView RegistryClient::report_progress(int stage, int64_t round,
                                                       const std::string& peer, int64_t samples,
-                                                      int64_t target) {
+                                                      int64_t target, int64_t admitted) {
   const std::string path = round_path(stage, round) + "/progress";
-  const json body{{"peerId", peer}, {"samples", samples}, {"target", target}};
+  const json body{{"peerId", peer}, {"samples", samples}, {"target", target},
+                  {"admitted", std::max(admitted, samples)}};
   Reply r = impl_->checked(base_url_, methods::POST, path, &body);
   return impl_->decoded(base_url_, methods::POST, path, r, wire::progress_from_json);
 }

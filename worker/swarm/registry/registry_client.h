@@ -38,7 +38,8 @@ class RegistryClient : public Discovery, public RoundCoordinator {
 
   // RoundCoordinator.
   planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
-                                        int64_t samples, int64_t target) override;
+                                        int64_t samples, int64_t target,
+                                        int64_t admitted) override;
   bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
                   double gather_seconds) override;
   planner::GroupView round_group(int stage, int64_t round, int attempt) override;

@@ -302,10 +302,11 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           const std::string peer = wire::get_peer_id(j, "peerId");
           const int64_t samples = wire::get_int(j, "samples", 0, kMaxRound);
           const int64_t target = wire::get_int(j, "target", 1, kMaxRound);
+          const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxRound, samples);
           std::lock_guard<std::mutex> lock(mu_);
           const double t = now();
           return reply(200, wire::to_json(rounds_.report_progress(stage, round, peer, samples,
-                                                                  target, peers_, t)));
+                                                                  target, peers_, t, admitted)));
         }
         if (join) {
           if (method != "POST") return wrong_method("POST");

@@ -9,7 +9,8 @@
 //          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
-//   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"} -> ProgressView
+//   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"]}
+//                                                  -> ProgressView (admitted >= samples; default samples)
 //   POST   /v1/stages/{s}/rounds/{r}/attempts/{a}/join   Member + "gatherSeconds"
 //                                                  -> 200 {"joined": true} | 409 {"error": "round closed"}
 //   GET    /v1/stages/{s}/rounds/{r}/attempts/{a}/group              -> GroupView
