@@ -21,7 +21,8 @@ struct PeerRecord {
   std::string state;  // "joining" | "serving" | "averaging" | "draining"
   int64_t round = 0;
   int64_t queue_length = 0;
-  double samples_per_second = 0;
+  double samples_per_second = 0;  // worker: capacity; trainer: samples trained per second
+  double loss = 0;                // trainer: mean training loss of its last global batch; 0 = unknown
   double last_seen = 0;  // set by PeerTable::upsert to `now`
 };
 

@@ -41,7 +41,13 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
   p.stats = stats;
   p.stages.resize(static_cast<size_t>(std::max(stages, 0)));
   for (int s = 0; s < stages; ++s) p.stages[s].stage = s;
+  double loss_sum = 0;
+  int losses = 0;
   for (const auto& w : workers) {
+    if (w.role == "trainer" && std::isfinite(w.loss) && w.loss > 0) {
+      loss_sum += w.loss;
+      ++losses;
+    }
     if (w.role != "worker" || w.stage < 0 || w.stage >= stages) continue;
     auto& st = p.stages[w.stage];
     ++st.live_workers;
@@ -52,6 +58,7 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
     }
   }
   for (auto& st : p.stages) st.samples_per_second = rounded(st.samples_per_second);
+  p.loss = losses > 0 ? std::round(loss_sum / losses * 1e4) / 1e4 : previous.loss;
   // A stage with no live worker says nothing about the swarm's step: keep the last one known
   // rather than dropping to 0 while a replacement joins.
   std::int64_t step = -1;
@@ -80,6 +87,7 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
 void apply_progress(SwarmJobStatus& status, const JobProgress& progress, const std::string& last_step_time) {
   status.step = progress.step;
   status.samples_per_second = progress.samples_per_second;
+  if (progress.loss > 0) status.loss = progress.loss;
   for (const auto& sp : progress.stages) {
     if (sp.stage < 0 || static_cast<size_t>(sp.stage) >= status.stages.size()) continue;
     auto& st = status.stages[sp.stage];

@@ -15,7 +15,10 @@
 //   stage samples/s   the sum of its live, non-joining workers' capacities
 //   job samples/s     samples trained per second: step advance × globalBatch over a sliding window
 //                     of readings (window_seconds), 0 until two readings span some time
-// The registry does not know the loss (trainers do not report to it), so loss is left alone.
+//   GET /v1/peers?role=trainer every live trainer's heartbeat; `loss` = the mean training loss of
+//                              its last global batch (0 = none yet)
+//   loss              the mean of the live trainers' losses (those above 0); when no trainer
+//                     reports one, status.loss keeps its last value
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,7 @@ struct RegistryStats {
 struct JobProgress {
   std::int64_t step = 0;
   double samples_per_second = 0;  // achieved, from the step advance (see above)
+  double loss = 0;                // mean over live trainers; 0 = none reported
   std::vector<StageProgress> stages;
   RegistryStats stats;
   double step_changed_at = 0;     // `now` of the reading where step last rose (0: never seen)
@@ -59,7 +63,8 @@ struct JobProgress {
 RegistryStats parse_registry_stats(const nlohmann::json& j);
 
 // Folds one reading of the registry into the previous progress of the same job. `workers` are
-// the live workers the registry listed; workers on a stage outside [0, stages) are ignored.
+// the live peers the registry listed (workers and trainers; other roles are ignored); workers on
+// a stage outside [0, stages) are ignored.
 JobProgress merge_progress(const JobProgress& previous, const std::vector<planner::PeerRecord>& workers,
                            const RegistryStats& stats, int stages, std::int64_t global_batch, double now,
                            double window_seconds);

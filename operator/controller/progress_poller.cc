@@ -119,7 +119,7 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
   try {
     registry::RegistryClient client(
         t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)));
-    workers = client.peers("worker");
+    workers = client.peers();  // workers and trainers (their loss)
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;

@@ -80,6 +80,13 @@ TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
   // Heartbeats as workers send them, and events as peers report them.
   client_->announce(worker("w-a", 0, 7, 120.5, 9001));
   client_->announce(worker("w-b", 1, 6, 80.25, 9002));
+  planner::PeerRecord trainer;  // as a trainer's heartbeat carries its recent loss
+  trainer.peer_id = "trainer0";
+  trainer.role = "trainer";
+  trainer.host = "127.0.0.1";
+  trainer.state = "serving";
+  trainer.loss = 2.3456;
+  client_->announce(trainer);
   client_->add_event("checkpoint_restores", 2);
   client_->add_event("handoffs", 1);
   json job;
@@ -87,6 +94,7 @@ TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
     job = env_->get_job("progress");
     const json& st = job["status"];
     return st.value("step", 0) == 6 && st["stages"].size() == 2 && st["stages"][0].value("step", 0) == 7 &&
+           st.value("loss", 0.0) == 2.3456 &&
            st.value("swarmEvents", json::object()).value("handoffs", 0) == 1;
   }, 20s)) << job["status"].dump(2);
   const json& st = job["status"];

@@ -50,6 +50,35 @@ TEST(ProgressTest, JoiningWorkersAddNoCapacityAndStrangersAreIgnored) {
   EXPECT_EQ(p.step, 3);
 }
 
+TEST(ProgressTest, LossIsTheMeanOfTheTrainersAndKeptWhenNoneReports) {
+  auto trainer = [](const std::string& id, double loss) {
+    planner::PeerRecord t;
+    t.peer_id = id;
+    t.role = "trainer";
+    t.loss = loss;
+    return t;
+  };
+  const auto w = worker("a", 0, 3, 100), v = worker("b", 1, 3, 90);
+  JobProgress p = merge_progress({}, {w, v, trainer("t0", 2.5), trainer("t1", 3.5)}, {}, 2, 64, 1, 60);
+  EXPECT_DOUBLE_EQ(p.loss, 3.0);
+  // A trainer that has no loss yet (0) does not pull the mean down.
+  p = merge_progress(p, {w, v, trainer("t0", 2.4), trainer("t1", 0)}, {}, 2, 64, 2, 60);
+  EXPECT_DOUBLE_EQ(p.loss, 2.4);
+  // No trainer at all (training over): the last loss stays, in status too.
+  p = merge_progress(p, {w, v}, {}, 2, 64, 3, 60);
+  EXPECT_DOUBLE_EQ(p.loss, 2.4);
+  SwarmJobStatus st;
+  st.stages.resize(2);
+  apply_progress(st, p, "");
+  EXPECT_DOUBLE_EQ(st.loss, 2.4);
+  // Never a loss reported: status.loss is left alone.
+  SwarmJobStatus untouched;
+  untouched.loss = 1.25;
+  untouched.stages.resize(2);
+  apply_progress(untouched, merge_progress({}, {w, v}, {}, 2, 64, 1, 60), "");
+  EXPECT_DOUBLE_EQ(untouched.loss, 1.25);
+}
+
 TEST(ProgressTest, SamplesPerSecondIsTheStepAdvanceOverTheWindow) {
   JobProgress p;
   std::int64_t step = 0;

@@ -81,6 +81,12 @@ struct Trainer::Impl {
   }
 
   void refresh_peers();
+  // Heartbeat to the registry (role trainer): its step, samples/s and recent loss, which the
+  // operator reads into the SwarmJob's status; a live trainer also tells the rebalancer there is
+  // work to balance. No-op once training is over.
+  void announce();
+  // Training is over: stop announcing and withdraw from the registry.
+  void withdraw();
   std::shared_ptr<net::Client> client_for(const std::string& peer);
   net::Message call(int stage, planner::Op op, int64_t samples, double timeout,
                     const std::function<net::Message(bool failover)>& build, const std::string& preferred,
@@ -127,7 +133,46 @@ struct Trainer::Impl {
   double train_started = 0, train_ended = 0;
   double eval_loss = 0;
   bool finished = false;
+
+  std::mutex announce_mu;
+  bool training_over = false;  // guarded by announce_mu
 };
+
+void Trainer::Impl::announce() {
+  planner::PeerRecord rec;
+  rec.peer_id = opt.peer_id;
+  rec.role = "trainer";
+  rec.stage = -1;
+  const std::string bind = opt.metrics_bind;
+  const size_t colon = bind.rfind(':');
+  rec.host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : bind.substr(0, colon);
+  if (rec.host == "0.0.0.0") rec.host = "127.0.0.1";
+  rec.metrics_port = metrics ? metrics->port() : 0;
+  rec.state = train_started > 0 ? "serving" : "joining";
+  const int64_t step = min_round();
+  rec.round = step == INT64_MAX ? 0 : step;
+  const double elapsed = train_started > 0 ? now_seconds() - train_started : 0;
+  rec.samples_per_second = elapsed > 0 ? static_cast<double>(samples.load()) / elapsed : 0;
+  {
+    std::lock_guard<std::mutex> lk(loss_mu);
+    double sum = 0;
+    for (double x : recent_losses) sum += x;
+    rec.loss = recent_losses.empty() ? 0 : sum / static_cast<double>(recent_losses.size());
+  }
+  std::lock_guard<std::mutex> lk(announce_mu);
+  if (training_over) return;
+  registry->announce(rec);
+}
+
+void Trainer::Impl::withdraw() {
+  std::lock_guard<std::mutex> lk(announce_mu);
+  training_over = true;
+  try {
+    registry->withdraw(opt.peer_id, /*settled=*/true);
+  } catch (const std::exception& e) {
+    spdlog::warn("trainer {}: could not deregister: {}", opt.peer_id, e.what());
+  }
+}
 
 void Trainer::Impl::refresh_peers() {
   auto workers = registry->peers("worker");
@@ -359,12 +404,20 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
 
   // Discovery and the progress report run beside the training loop.
   std::thread background([&] {
-    double last_report = 0;
+    double last_report = 0, last_announce = 0;
     while (!done) {
       try {
         I.refresh_peers();
       } catch (const std::exception& e) {
         spdlog::warn("trainer {}: discovery failed: {}", I.opt.peer_id, e.what());
+      }
+      if (now_seconds() - last_announce >= I.opt.spec.timeouts.heartbeat_seconds) {
+        try {
+          I.announce();
+        } catch (const std::exception& e) {
+          spdlog::warn("trainer {}: heartbeat failed: {}", I.opt.peer_id, e.what());
+        }
+        last_announce = now_seconds();
       }
       if (now_seconds() - last_report >= 1.0 && I.train_started > 0) {
         std::lock_guard<std::mutex> lk(I.loss_mu);
@@ -398,6 +451,7 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
     if (all) break;
     if (stop || now_seconds() > wait_until) {
       finish();
+      I.withdraw();
       throw std::runtime_error("trainer: not every stage has a live worker after " +
                                std::to_string(I.opt.wait_for_peers_seconds) + " s");
     }
@@ -425,6 +479,7 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   }
   for (auto& t : lanes) t.join();
   I.train_ended = now_seconds();
+  I.withdraw();
   I.finished = I.min_round() >= I.opt.max_steps;
   if (!stop) {
     try {

@@ -149,6 +149,7 @@ json to_json(const planner::PeerRecord& r) {
               {"round", r.round},
               {"queueLength", r.queue_length},
               {"samplesPerSecond", r.samples_per_second},
+              {"loss", r.loss},
               {"lastSeen", r.last_seen}};
 }
 
@@ -189,6 +190,7 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
   r.round = get_int_or(j, "round", 0, kI64Max, 0);
   r.queue_length = get_int_or(j, "queueLength", 0, kI64Max, 0);
   r.samples_per_second = get_number_or(j, "samplesPerSecond", 0, 1e18, 0);
+  r.loss = get_number_or(j, "loss", 0, 1e18, 0);
   r.last_seen = get_number_or(j, "lastSeen", 0, 1e18, 0);
   return r;
 }
