@@ -1,9 +1,14 @@
 // Peers of a stage average gradients and step together: after training, every peer of a stage
 // holds bit-identical parameters, and every stage took exactly the requested steps.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
 #include <torch/torch.h>
 
 #include "tests/swarm/swarm_fixture.h"
+#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace swarm {
@@ -65,6 +70,36 @@ TEST(Averaging, TrainingLowersTheLossOnASinglePeerPipeline) {
   EXPECT_TRUE(report.finished);
   EXPECT_LT(report.loss_last, report.loss_first - 0.5) << report.to_json().dump();
   EXPECT_GT(report.eval_loss, 0);
+}
+
+// The trainer heartbeats to the registry while it trains (the operator reads its loss into
+// status.loss, the rebalancer sees there is work) and withdraws when training is over.
+TEST(Averaging, TrainerHeartbeatCarriesItsLossAndEndsWithTraining) {
+  torch::set_num_threads(1);
+  auto spec = testing::tiny_job(2, 150);  // about 2 s: several heartbeats (every 0.2 s)
+  testing::LocalSwarm swarm(spec, 1);
+  registry::RegistryClient client(swarm.registry->url(), std::chrono::milliseconds(2000));
+  std::atomic<bool> stop{false};
+  runtime::TrainerReport report;
+  std::atomic<bool> returned{false};
+  std::thread training([&] {
+    report = runtime::Trainer(trainer_options(swarm, 150)).run(stop);
+    returned = true;
+  });
+  planner::PeerRecord seen;
+  while (!returned) {
+    for (const auto& p : client.peers("trainer"))
+      if (p.peer_id == "trainer0" && p.loss > 0) seen = p;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  training.join();
+  ASSERT_EQ(seen.peer_id, "trainer0") << "no trainer heartbeat with a loss was seen";
+  EXPECT_EQ(seen.role, "trainer");
+  EXPECT_EQ(seen.state, "serving");
+  EXPECT_GT(seen.samples_per_second, 0);
+  EXPECT_GT(seen.loss, 0.5 * report.loss_last);   // a real training loss: same scale as the report's
+  EXPECT_LT(seen.loss, 1.5 * report.loss_first);
+  EXPECT_TRUE(client.peers("trainer").empty()) << "the trainer did not withdraw";
 }
 
 }  // namespace
