@@ -400,6 +400,28 @@ std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
   return take([](const Task&) { return true; });
 }
 
+void StageServer::Impl::expire_queued_forwards_locked(double now) {
+  const auto& to = opt.spec.timeouts;
+  for (auto it = queue.begin(); it != queue.end();) {
+    const auto type = (*it)->request.type;
+    double limit = 0;
+    if (type == net::Forward) limit = to.forward_seconds;
+    else if (type == net::ForwardBackward) limit = to.forward_seconds + to.backward_seconds;
+    const double waited = now - (*it)->enqueued_at;
+    if (limit > 0 && waited > 0.9 * limit) {
+      (*it)->reply.set_value(net::make_error(
+          (*it)->request.request_id,
+          fmt::format("waited {:.1f} s in the queue, past its caller's timeout "
+                      "(spec.timeouts.forwardSeconds {}): not computed",
+                      waited, to.forward_seconds)));
+      metrics->add_failure(stage.load(), op_name(type));
+      it = queue.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void StageServer::Impl::expire_activations_locked(double now, bool force_all) {
   const double ttl = opt.spec.timeouts.activation_ttl_seconds;
   for (auto it = activations.begin(); it != activations.end();) {
@@ -433,6 +455,7 @@ void StageServer::Impl::compute_loop() {
         spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
       }
       expire_activations_locked(now, false);
+      expire_queued_forwards_locked(now);
       const bool reached =
           target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
       // Backwards of a closing round that never come (their trainer died) must not hold the

@@ -71,6 +71,10 @@ struct StageServer::Impl {
   bool admission_open_locked() const;
   bool has_eligible_locked() const;
   void expire_activations_locked(double now, bool force_all);
+  // Answers with an error, without computing, the queued forwards whose caller has given up (they
+  // waited past 90 % of the trainer's timeout for them): computed, they would leave activations
+  // whose backward never comes, and the round would wait the backward timeout for them.
+  void expire_queued_forwards_locked(double now);
   void heartbeat_loop();
   void announce(const std::string& state);
 
