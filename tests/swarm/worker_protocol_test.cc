@@ -190,5 +190,36 @@ TEST_F(WorkerProtocol, LastStageReturnsLossAndInputGradient) {
   EXPECT_EQ(swarm_->workers[1]->status().samples_in_round, 4);
 }
 
+// A forward that waits in the queue past its caller's timeout is answered with an error instead of
+// being computed: computed, its activation would never get a backward and the round would wait the
+// backward timeout for it (a stall that fed itself after a peer was killed under load).
+TEST(WorkerQueue, AForwardWhoseCallerGaveUpIsNotComputed) {
+  torch::set_num_threads(1);
+  auto spec = testing::tiny_job();  // globalBatch 16, microbatch 4
+  spec.timeouts.forward_seconds = 1;
+  testing::LocalSwarm swarm(spec, 1);
+  net::Client c("127.0.0.1", swarm.workers[0]->port(), testing::kSecret);
+  auto forward = [&](const std::string& mb) {
+    auto m = make_message(net::Forward, {{"mb", mb}, {"stage", 0}, {"samples", 4}});
+    m.tensors.push_back(to_wire(torch::randint(0, 256, {4, 16}, torch::kInt64)));
+    return c.call(std::move(m), std::chrono::seconds(20));
+  };
+  // Four forwards admit the whole global batch; their backwards never come (the trainer is gone).
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(forward("q/" + std::to_string(i)).type, net::ForwardReply);
+  // The fifth waits for the next round, which waits for those backwards (10 s).
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    forward("q/late");
+  } catch (const net::RemoteError& e) {
+    error = e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(error.find("not computed"), std::string::npos) << error;
+  EXPECT_NE(error.find("spec.timeouts.forwardSeconds"), std::string::npos) << error;
+  EXPECT_GE(waited, 0.85);
+  EXPECT_LT(waited, 5.0) << "answered only when the round moved on";
+}
+
 }  // namespace
 }  // namespace swarm
