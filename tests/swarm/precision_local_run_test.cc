@@ -1,53 +1,14 @@
 // End-to-end: `swarm local` with spec.workers.precision bf16 on the CPU (separate processes on
 // loopback) keeps lowering the loss and ends where the same job in float32 ends. About 10 s.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <thread>
 
-namespace fs = std::filesystem;
+#include "tests/swarm/swarm_process.h"
 
 namespace {
 
-const std::string kSwarm = std::string(SWARM_BINARY_DIR) + "/bin/swarm";
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs `swarm args...` (output to `log`) for at most `seconds`; its exit code, -1 on timeout.
-int run(const std::vector<std::string>& args, const std::string& log, double seconds) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(1, 2);
-    std::vector<char*> argv{const_cast<char*>(kSwarm.c_str())};
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kSwarm.c_str(), argv.data());
-    ::_exit(127);
-  }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
-  int status = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
+using namespace swarm::e2e;
 
 struct JobRun {
   nlohmann::json summary;
