@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <utility>
 #include <vector>
 
@@ -27,7 +28,12 @@ std::string StageCompute::describe() const {
   std::string s = precision_name(requested_);
   if (effective_ != requested_) s += std::string(" (") + precision_name(effective_) + " on " + device_string(device_) + ")";
   else s += " on " + device_string(device_);
-  if (scaling_) s += ", loss scale " + std::to_string(static_cast<int64_t>(loss_scale()));
+  if (scaling_) {
+    // %g: 65536 prints as such, and a scale beyond int64 (a test's 2^126) prints as 8.50706e+37.
+    char scale[32];
+    std::snprintf(scale, sizeof(scale), "%g", loss_scale());
+    s += std::string(", loss scale ") + scale;
+  }
   return s;
 }
 
