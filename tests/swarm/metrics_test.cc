@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,9 +32,8 @@ std::pair<int, std::string> sh(const std::string& cmd) {
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
 
-std::string scrape(int port) {
-  return sh("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics").second;
-}
+using testing::metric_sample;
+std::string scrape(int port) { return testing::scrape_metrics(port); }
 
 std::pair<int, std::string> promtool_check(const std::string& exposition) {
   const auto path = fs::temp_directory_path() / ("swarm-metrics-" + std::to_string(::getpid()) + ".txt");
@@ -55,8 +55,12 @@ TEST(Metrics, WorkerExpositionPassesPromtoolAfterTraining) {
     for (const char* name : {"swarm_samples_processed_total", "swarm_request_duration_seconds_bucket",
                              "swarm_queue_length", "swarm_network_sent_bytes_total",
                              "swarm_network_received_bytes_total", "swarm_optimizer_step",
-                             "swarm_averaging_duration_seconds_count", "swarm_learning_rate"})
+                             "swarm_averaging_duration_seconds_count", "swarm_learning_rate",
+                             "swarm_optimizer_skipped_steps_total", "swarm_staging_buffers",
+                             "swarm_staging_cached_bytes", "swarm_staging_buffer_allocations_total"})
       EXPECT_NE(text.find(name), std::string::npos) << name << " missing from\n" << text;
+    // float32 on the CPU: no loss scaling, so no loss-scale sample.
+    EXPECT_EQ(text.find("swarm_loss_scale{"), std::string::npos) << text;
     // Stage 0 serves forward + backward; the last stage serves forward_backward.
     EXPECT_NE(text.find(w->status().stage == 0 ? "op=\"backward\"" : "op=\"forward_backward\""), std::string::npos);
     auto [rc, out] = promtool_check(text);
@@ -81,6 +85,39 @@ TEST(Metrics, TrainerMetricNamesPassPromtool) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(m.port()) + "/nope").second,
             "200");
+}
+
+// The device path's state: counters follow running totals (advancing by the difference, never
+// backwards), the loss scale appears only once loss scaling runs.
+TEST(Metrics, ComputeStateFollowsRunningTotals) {
+  runtime::Metrics m("127.0.0.1:0", "worker", "w0");
+  runtime::Metrics::ComputeState st;
+  st.staging_allocations = 3;
+  st.staging_reuses = 5;
+  st.staging_bytes = 4096;
+  st.staging_buffers = 2;
+  m.set_compute_state(st);
+  std::string text = scrape(m.port());
+  EXPECT_EQ(metric_sample(text, "swarm_staging_buffer_allocations_total"), 3) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_staging_buffer_reuses_total"), 5);
+  EXPECT_EQ(metric_sample(text, "swarm_staging_cached_bytes"), 4096);
+  EXPECT_EQ(metric_sample(text, "swarm_staging_buffers"), 2);
+  EXPECT_EQ(metric_sample(text, "swarm_optimizer_skipped_steps_total"), 0);
+  EXPECT_TRUE(std::isnan(metric_sample(text, "swarm_loss_scale"))) << text;
+
+  st.loss_scale = 32768;
+  st.skipped_steps = 2;
+  st.staging_reuses = 9;
+  m.set_compute_state(st);
+  st.skipped_steps = 1;  // a smaller total (never sent in practice) does not move a counter back
+  m.set_compute_state(st);
+  text = scrape(m.port());
+  EXPECT_EQ(metric_sample(text, "swarm_loss_scale"), 32768) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_optimizer_skipped_steps_total"), 2);
+  EXPECT_EQ(metric_sample(text, "swarm_staging_buffer_reuses_total"), 9);
+  EXPECT_EQ(metric_sample(text, "swarm_staging_buffer_allocations_total"), 3);
+  auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << out;
 }
 
 TEST(Metrics, ARealPrometheusServerScrapesAWorker) {

@@ -155,6 +155,11 @@ TEST(WorkerPrecision, Fp16OverflowIsSkippedAlikeByThePeersOfAStage) {
     EXPECT_LT(a.loss_scale, std::ldexp(1.0, 126));
     EXPECT_LT(a.skipped_steps, a.round) << "training never resumed";
     EXPECT_EQ(a.fingerprint, b.fingerprint);
+    // /metrics tells the same: the skipped steps and the scale they backed off to.
+    const auto text = testing::scrape_metrics(swarm.workers[2 * stage]->metrics_port());
+    EXPECT_EQ(testing::metric_sample(text, "swarm_optimizer_skipped_steps_total"), a.skipped_steps) << text;
+    // (the exposition writes 16 significant digits: equal to within a few ulps)
+    EXPECT_DOUBLE_EQ(testing::metric_sample(text, "swarm_loss_scale"), a.loss_scale) << text;
   }
   std::cout << "loss_first " << report.loss_first << " loss_last " << report.loss_last << "\n";
   EXPECT_LT(report.loss_last, report.loss_first) << report.to_json().dump();

@@ -1,6 +1,8 @@
 // Shared set-up of the data-plane tests: a tiny job, a registry on loopback, workers in-process.
 #pragma once
 
+#include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +78,30 @@ inline runtime::TrainerReport train(LocalSwarm& swarm, int64_t steps) {
   t.eval_batches = 1;
   std::atomic<bool> stop{false};
   return runtime::Trainer(t).run(stop);
+}
+
+// GET /metrics of a process on loopback (curl, as a scraper would); "" when it fails.
+inline std::string scrape_metrics(int port) {
+  std::string out;
+  FILE* p = ::popen(("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics").c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// The value of the first sample of metric `name` in a Prometheus exposition; NaN when absent.
+inline double metric_sample(const std::string& text, const std::string& name) {
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    if (at > 0 && text[at - 1] != '\n') continue;  // a comment, or a longer name ending in it
+    const char next = at + name.size() < text.size() ? text[at + name.size()] : '\n';
+    if (next != '{' && next != ' ') continue;  // a longer name starting with it
+    const size_t eol = text.find('\n', at);
+    const std::string line = text.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nan("");
 }
 
 }  // namespace swarm::testing

@@ -6,6 +6,7 @@
 #include <cpprest/http_listener.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "worker/swarm/ports.h"
@@ -53,6 +54,20 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
   group_size_ = &BuildGauge().Name("swarm_averaging_group_size")
                      .Help("Peers in the last averaging round").Register(*registry_);
   lr_ = &BuildGauge().Name("swarm_learning_rate").Help("Current learning rate").Register(*registry_);
+  loss_scale_ = &BuildGauge().Name("swarm_loss_scale")
+                     .Help("fp16 dynamic loss scale (present only with loss scaling)").Register(*registry_);
+  skipped_steps_ = &BuildCounter().Name("swarm_optimizer_skipped_steps_total")
+                        .Help("Optimizer steps skipped on a non-finite (overflowed) gradient")
+                        .Register(*registry_).Add(base_);
+  staging_allocations_ = &BuildCounter().Name("swarm_staging_buffer_allocations_total")
+                              .Help("Host staging buffers allocated (pinned on CUDA); flat once warm")
+                              .Register(*registry_).Add(base_);
+  staging_reuses_ = &BuildCounter().Name("swarm_staging_buffer_reuses_total")
+                         .Help("Host staging buffers reused from the pool").Register(*registry_).Add(base_);
+  staging_bytes_ = &BuildGauge().Name("swarm_staging_cached_bytes")
+                        .Help("Bytes held by the host staging pool").Register(*registry_).Add(base_);
+  staging_buffers_ = &BuildGauge().Name("swarm_staging_buffers")
+                          .Help("Buffers held by the host staging pool").Register(*registry_).Add(base_);
 
   // /metrics is served by cpprest's listener (prometheus-cpp's civetweb exposer fails to start in
   // a process that also loads Debian's libtorch). cpprest cannot bind port 0 and report it, so a
@@ -138,6 +153,20 @@ void Metrics::set_loss(double loss) { loss_->Set(loss); }
 void Metrics::set_optimizer_step(int stage, double step) { gauge(*step_, stage).Set(step); }
 void Metrics::set_peers(int stage, double n) { gauge(*peers_, stage).Set(n); }
 void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(lr); }
+
+void Metrics::set_compute_state(const ComputeState& state) {
+  std::lock_guard<std::mutex> lk(compute_mu_);
+  auto advance = [](prometheus::Counter* c, int64_t now, int64_t& last) {
+    if (now > last) c->Increment(static_cast<double>(now - last));
+    last = std::max(last, now);
+  };
+  advance(skipped_steps_, state.skipped_steps, compute_last_.skipped_steps);
+  advance(staging_allocations_, state.staging_allocations, compute_last_.staging_allocations);
+  advance(staging_reuses_, state.staging_reuses, compute_last_.staging_reuses);
+  staging_bytes_->Set(state.staging_bytes);
+  staging_buffers_->Set(state.staging_buffers);
+  if (state.loss_scale > 0) loss_scale_->Add(base_).Set(state.loss_scale);
+}
 
 void Metrics::observe_averaging(int stage, double seconds, double group_size) {
   auto labels = base_;

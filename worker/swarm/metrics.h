@@ -3,7 +3,9 @@
 // `_bytes` units. One Metrics object per process; every method is thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <prometheus/counter.h>
@@ -36,6 +38,18 @@ class Metrics {
   void observe_averaging(int stage, double seconds, double group_size);
   void set_learning_rate(int stage, double lr);
 
+  // A worker's device path (model::StageCompute), as running totals since the process started;
+  // counters advance by the difference to the last call.
+  struct ComputeState {
+    double loss_scale = 0;            // fp16 dynamic loss scale; 0: no loss scaling (not exported)
+    int64_t skipped_steps = 0;        // optimizer steps skipped on a non-finite gradient
+    int64_t staging_allocations = 0;  // host staging buffers created
+    int64_t staging_reuses = 0;       // host staging buffers handed out again
+    double staging_bytes = 0;         // bytes the staging pool holds (in use or idle)
+    double staging_buffers = 0;
+  };
+  void set_compute_state(const ComputeState& state);
+
  private:
   prometheus::Gauge& gauge(prometheus::Family<prometheus::Gauge>& f, int stage);
 
@@ -57,6 +71,14 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* averaging_ = nullptr;
   prometheus::Family<prometheus::Gauge>* group_size_ = nullptr;
   prometheus::Family<prometheus::Gauge>* lr_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* loss_scale_ = nullptr;
+  prometheus::Counter* skipped_steps_ = nullptr;
+  prometheus::Counter* staging_allocations_ = nullptr;
+  prometheus::Counter* staging_reuses_ = nullptr;
+  prometheus::Gauge* staging_bytes_ = nullptr;
+  prometheus::Gauge* staging_buffers_ = nullptr;
+  std::mutex compute_mu_;
+  ComputeState compute_last_;  // what set_compute_state last saw (counter deltas)
 };
 
 }  // namespace swarm::runtime

@@ -487,6 +487,7 @@ void StageServer::Impl::compute_loop() {
         finish_round();
         if (optimizer.get() == stepped_by && optimizer->step_count() > steps)
           compute->after_step(optimizer->skipped_steps() > skipped);
+        publish_compute_metrics();
       } else if (leave_now) {
         complete_leave();
       }
@@ -515,6 +516,18 @@ void StageServer::Impl::compute_loop() {
   std::lock_guard<std::mutex> lk(mu);
   for (auto& t : queue) t->reply.set_value(net::make_error(t->request.request_id, "worker is stopping"));
   queue.clear();
+}
+
+void StageServer::Impl::publish_compute_metrics() {
+  const auto staging = compute->staging_stats();
+  Metrics::ComputeState st;
+  st.loss_scale = compute->loss_scale();
+  st.skipped_steps = compute->skipped_steps();
+  st.staging_allocations = staging.allocations;
+  st.staging_reuses = staging.reuses;
+  st.staging_bytes = static_cast<double>(staging.cached_bytes);
+  st.staging_buffers = static_cast<double>(staging.buffers);
+  metrics->set_compute_state(st);
 }
 
 void StageServer::Impl::announce(const std::string& state) {
@@ -571,6 +584,7 @@ void StageServer::Impl::heartbeat_loop() {
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: heartbeat failed: {}", opt.peer_id, e.what());
     }
+    publish_compute_metrics();
     auto st = server->stats();
     metrics->add_bytes(st.bytes_out - last_sent, st.bytes_in - last_received);
     last_sent = st.bytes_out;

@@ -77,6 +77,7 @@ struct StageServer::Impl {
   void expire_queued_forwards_locked(double now);
   void heartbeat_loop();
   void announce(const std::string& state);
+  void publish_compute_metrics();  // loss scale, skipped steps, staging pool -> /metrics; any thread
 
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
   void become_stage(int s, const char* why);  // new model for stage s, then sync_state
