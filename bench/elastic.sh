@@ -16,7 +16,7 @@
 #   B. Rebalancing, 4/1/1 start over 3 stages: (i) the best static assignment 2/2/2 (with 6 equal
 #      peers every other assignment leaves a stage with one peer, i.e. half the bottleneck
 #      capacity), (ii) 4/1/1 with rebalancing (bench/jobs/elastic-3stage.yaml: periodSeconds 10,
-#      cooldownSeconds 10), (iii) 4/1/1 without. Throughput in the window from two rebalance
+#      cooldownSeconds 30), (iii) 4/1/1 without. Throughput in the window from two rebalance
 #      periods after training began to its end, from the summary's `progress` series
 #      (goal: (ii) >= 0.95 x (i)).
 #   C. Rebalancing, one peer slowed 3x more than the others, 7 peers: (i) best static 3/2/2 with the
