@@ -175,6 +175,7 @@ json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std:
                                    "--peer-id", "$(POD_NAME)", "--registry", registry_url(job),
                                    "--metrics-bind", "0.0.0.0:" + std::to_string(kMetricsPort)};
   json c = process_container(job, "trainer", job.op.trainers, args);
+  c["ports"] = json::array({{{"name", "metrics"}, {"containerPort", kMetricsPort}}});  // scraped by name
   json p = pod(job, trainer_pod_name(job.name, slot), "trainer", c, "OnFailure");
   p["metadata"]["labels"][kLabelSlot] = std::to_string(slot);
   place(p["spec"], pool, avoid_nodes);
