@@ -7,10 +7,14 @@
 
 #include <fstream>
 
+#include "operator/controller/manifests.h"
+
 #include "tests/operator/fixtures.h"
 
 namespace swarm::optest {
 namespace {
+
+using namespace swarm::op;
 
 using namespace std::chrono_literals;
 
@@ -81,6 +85,10 @@ TEST(HelmChart, LintsStrictlyWithDefaultAndNonDefaultValues) {
   EXPECT_EQ(run_command(helm() + " lint --strict " + kChart, &out), 0) << out;
   EXPECT_NE(out.find("1 chart(s) linted, 0 chart(s) failed"), std::string::npos) << out;
   EXPECT_EQ(run_command(helm() + " lint --strict " + kChart + " -f " + values, &out), 0) << out;
+  EXPECT_NE(out.find("0 chart(s) failed"), std::string::npos) << out;
+  EXPECT_EQ(run_command(helm() + " lint --strict " + kChart + " -f " + values +
+                            " --set monitoring.dashboard.enabled=true --set monitoring.podMonitor.enabled=true",
+                        &out), 0) << out;
   EXPECT_NE(out.find("0 chart(s) failed"), std::string::npos) << out;
   // The chart's CRD is the repository's (crds/ is a link, not a copy that could drift).
   ASSERT_EQ(run_command("{ " + helm() + " show crds " + kChart + " 2>/dev/null; }", &out), 0) << out;
@@ -250,6 +258,88 @@ TEST_F(HelmChartApplied, NonDefaultValuesRenderAsAsked) {
   EXPECT_EQ(run_command(cmd + " --kubeconfig " + env_->dir() + "/missing-kubeconfig", &out), 1) << out;
   EXPECT_NE(out.find("missing-kubeconfig"), std::string::npos) << out;
   EXPECT_EQ(out.find("not expected"), std::string::npos) << out;
+}
+
+// A stand-in for the prometheus-operator's PodMonitor CRD (the kind only, any fields), so that the
+// API server accepts the chart's PodMonitors as it would in a cluster with kube-prometheus-stack.
+const char* kPodMonitorCrd = R"(apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: podmonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+)";
+
+TEST_F(HelmChartApplied, MonitoringShipsTheDashboardAndPodMonitorsMatchingTheOperatorsPods) {
+  std::string out;
+  // Off by default.
+  ASSERT_EQ(env_->kubectl("apply --dry-run=server -o json -f " + render(""), &out), 0) << out;
+  for (const auto& [key, _] : by_kind_and_name(json::parse(out))) {
+    EXPECT_EQ(key.find("PodMonitor/"), std::string::npos) << key;
+    EXPECT_NE(key, "ConfigMap/swarm-operator-dashboard");
+  }
+
+  const std::string crd = write_file(env_->dir(), "podmonitor-crd.yaml", kPodMonitorCrd);
+  ASSERT_EQ(env_->kubectl("apply -f " + crd, &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] { return env_->kubectl("get podmonitors -A", &out) == 0; }, 20s)) << out;
+  const std::string rendered =
+      render("--set monitoring.dashboard.enabled=true --set monitoring.podMonitor.enabled=true "
+             "--set monitoring.podMonitor.labels.release=kps --set watchNamespace=team-a");
+  ASSERT_EQ(env_->kubectl("apply --dry-run=server -o json -f " + rendered, &out), 0) << out;
+  const auto objs = by_kind_and_name(json::parse(out));
+
+  // The dashboard for Grafana's sidecar: the repository's dashboards/swarm-operator.json.
+  ASSERT_TRUE(objs.count("ConfigMap/swarm-operator-dashboard")) << out.substr(0, 2000);
+  const json& cm = objs.at("ConfigMap/swarm-operator-dashboard");
+  EXPECT_EQ(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+  const std::string dashboard = read_text(std::string(SWARM_SOURCE_DIR) + "/dashboards/swarm-operator.json");
+  std::string shipped = cm["data"]["swarm-operator.json"];
+  EXPECT_EQ(json::parse(shipped), json::parse(dashboard));
+
+  // The jobs' PodMonitor selects what the operator labels its pods with, on the ports its pods
+  // name, and turns the job label into the dashboard's `swarmjob`.
+  ASSERT_TRUE(objs.count("PodMonitor/swarm-operator-jobs"));
+  ASSERT_TRUE(objs.count("PodMonitor/swarm-operator"));
+  const json& jobs = objs.at("PodMonitor/swarm-operator-jobs");
+  EXPECT_EQ(jobs["metadata"]["labels"]["release"], "kps");
+  EXPECT_EQ(jobs["spec"]["selector"]["matchLabels"][kLabelManagedBy], kManagedByValue);
+  EXPECT_EQ(jobs["spec"]["namespaceSelector"]["matchNames"], json::array({"team-a"}));
+  std::string job_label = kLabelJob;
+  for (auto& ch : job_label)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  std::set<std::string> ports;
+  for (const auto& ep : jobs["spec"]["podMetricsEndpoints"]) {
+    ports.insert(ep["port"].get<std::string>());
+    EXPECT_EQ(ep["path"], "/metrics");
+    ASSERT_EQ(ep["relabelings"].size(), 1u);
+    EXPECT_EQ(ep["relabelings"][0]["sourceLabels"], json::array({"__meta_kubernetes_pod_label_" + job_label}));
+    EXPECT_EQ(ep["relabelings"][0]["targetLabel"], "swarmjob");
+  }
+  EXPECT_EQ(ports, (std::set<std::string>{"metrics", "http"}));
+  // Those port names and that label are the ones the operator's pods carry (the manifests the
+  // operator creates them from).
+  const SwarmJob job = parse_swarmjob({{"apiVersion", kGroupVersion}, {"kind", "SwarmJob"},
+                                       {"metadata", {{"name", "mon"}, {"namespace", "team-a"}, {"uid", "u1"}}},
+                                       {"spec", json::object()}});
+  const std::pair<json, const char*> pods[] = {{worker_pod(job, 0, 0, nullptr, {}, "Initial"), "metrics"},
+                                               {trainer_pod(job, 0, nullptr, {}), "metrics"},
+                                               {registry_pod(job, 0, nullptr, {}), "http"}};
+  for (const auto& [pod, port] : pods) {
+    SCOPED_TRACE(pod["metadata"]["name"].get<std::string>());
+    EXPECT_EQ(pod["metadata"]["labels"][kLabelJob], "mon");
+    EXPECT_EQ(pod["metadata"]["labels"][kLabelManagedBy], kManagedByValue);
+    const json ports_of_pod = pod["spec"]["containers"][0].value("ports", json::array());
+    std::set<std::string> names;
+    for (const auto& p : ports_of_pod) names.insert(p.value("name", ""));
+    EXPECT_TRUE(names.count(port)) << pod["spec"]["containers"][0].dump();
+  }
 }
 
 }  // namespace

@@ -14,33 +14,9 @@
 namespace swarm {
 namespace {
 
-// A LocalSwarm whose workers' options can be adjusted (precision knobs for tests).
-struct PrecisionSwarm {
-  PrecisionSwarm(JobSpec s, int per_stage, const std::function<void(runtime::WorkerOptions&)>& adjust)
-      : spec(std::move(s)) {
-    registry::RegistryOptions ro;
-    ro.peer_expiry_seconds = spec.timeouts.peer_expiry_seconds;
-    registry = std::make_unique<registry::RegistryServer>("127.0.0.1", 0, ro);
-    registry->start();
-    for (int st = 0; st < spec.pipeline.stages; ++st) {
-      for (int i = 0; i < per_stage; ++i) {
-        runtime::WorkerOptions o;
-        o.spec = spec;
-        o.stage = st;
-        o.peer_id = "stage" + std::to_string(st) + "-w" + std::to_string(i);
-        o.registry_url = registry->url();
-        o.secret = testing::kSecret;
-        o.threads = 1;
-        if (adjust) adjust(o);
-        workers.push_back(std::make_unique<runtime::StageServer>(o));
-        workers.back()->start();
-      }
-    }
-  }
-  ~PrecisionSwarm() {
-    for (auto& w : workers) w->stop();
-    registry->stop();
-  }
+// An in-process swarm whose workers' options can be adjusted, trained by one trainer.
+struct PrecisionSwarm : testing::LocalSwarm {
+  using LocalSwarm::LocalSwarm;
   runtime::TrainerReport train(int64_t steps) {
     runtime::TrainerOptions t;
     t.spec = spec;
@@ -53,9 +29,6 @@ struct PrecisionSwarm {
     std::atomic<bool> stop{false};
     return runtime::Trainer(t).run(stop);
   }
-  JobSpec spec;
-  std::unique_ptr<registry::RegistryServer> registry;
-  std::vector<std::unique_ptr<runtime::StageServer>> workers;
 };
 
 JobSpec job(const std::string& precision, int64_t steps) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,8 +38,12 @@ spec:
   return spec;
 }
 
+// A registry and per_stage in-process workers per stage on loopback; `adjust` may change each
+// worker's options before it starts (precision knobs, ...).
 struct LocalSwarm {
-  explicit LocalSwarm(JobSpec s, int per_stage) : spec(std::move(s)) {
+  using Adjust = std::function<void(runtime::WorkerOptions&)>;
+  explicit LocalSwarm(JobSpec s, int per_stage, Adjust adjust_worker = nullptr)
+      : spec(std::move(s)), adjust(std::move(adjust_worker)) {
     registry::RegistryOptions ro;
     ro.peer_expiry_seconds = spec.timeouts.peer_expiry_seconds;
     registry = std::make_unique<registry::RegistryServer>("127.0.0.1", 0, ro);
@@ -54,6 +59,7 @@ struct LocalSwarm {
     o.registry_url = registry->url();
     o.secret = kSecret;
     o.threads = 1;
+    if (adjust) adjust(o);
     workers.push_back(std::make_unique<runtime::StageServer>(o));
     workers.back()->start();
     return *workers.back();
@@ -63,6 +69,7 @@ struct LocalSwarm {
     registry->stop();
   }
   JobSpec spec;
+  Adjust adjust;
   std::unique_ptr<registry::RegistryServer> registry;
   std::vector<std::unique_ptr<runtime::StageServer>> workers;
 };
