@@ -184,8 +184,11 @@ json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std:
 
 json registry_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes) {
   PodResources res{job.op.workers.image, json::object()};
+  // --job: the registry knows the stage count (settled swarm, joiner placement) and runs
+  // spec.rebalancing, as in `swarm local`.
   std::vector<std::string> args = {"registry", "--host", "0.0.0.0", "--port", std::to_string(kRegistryPort),
-                                   "--peer-expiry", std::to_string(job.spec.timeouts.peer_expiry_seconds)};
+                                   "--peer-expiry", std::to_string(job.spec.timeouts.peer_expiry_seconds),
+                                   "--job", "/etc/swarm/job.yaml"};
   json c = process_container(job, "registry", res, args);
   c["ports"] = json::array({{{"name", "http"}, {"containerPort", kRegistryPort}}});
   c["readinessProbe"] = {{"tcpSocket", {{"port", kRegistryPort}}}, {"periodSeconds", 2}};

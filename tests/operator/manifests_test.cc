@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace swarm::op {
 namespace {
 
@@ -62,6 +64,24 @@ TEST(Manifests, SupportObjects) {
   EXPECT_EQ(svc["spec"]["selector"]["swarm-operator.io/stage"], "2");
   EXPECT_EQ(data_plane_secret(job, "t")["stringData"]["token"], "t");
   EXPECT_EQ(registry_pod(job, 0, stable_pool(job), {})["spec"].value("nodeSelector", json::object()).size(), 0u);
+}
+
+// The registry reads the job's spec like the workers do (stage count, spec.rebalancing): the same
+// mounted file, and that file parses as a job spec with the job's rebalancing settings.
+TEST(Manifests, RegistryReadsTheMountedJobSpec) {
+  SwarmJob job = sample();
+  json pod = registry_pod(job, 0, stable_pool(job), {});
+  const json& c = pod["spec"]["containers"][0];
+  const auto args = c["args"].get<std::vector<std::string>>();
+  auto at = std::find(args.begin(), args.end(), "--job");
+  ASSERT_NE(at, args.end()) << c["args"].dump();
+  ASSERT_NE(at + 1, args.end());
+  EXPECT_EQ(*(at + 1), "/etc/swarm/job.yaml");
+  EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/etc/swarm");
+  const auto spec = parse_job_spec(spec_configmap(job)["data"]["job.yaml"].get<std::string>());
+  EXPECT_EQ(spec.pipeline.stages, job.spec.pipeline.stages);
+  EXPECT_EQ(spec.rebalancing.enabled, job.spec.rebalancing.enabled);
+  EXPECT_EQ(spec.rebalancing.period_seconds, job.spec.rebalancing.period_seconds);
 }
 
 }  // namespace
