@@ -177,6 +177,37 @@ TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
   EXPECT_NE(text.find("swarm_registry_peers{role=\"worker\",stage=\"1\",state=\"serving\"} 1"), std::string::npos)
       << text;
   EXPECT_NE(text.find("swarm_rebalance_moves_total 0"), std::string::npos) << text;
+  // Without the job's stage count there is no per-stage census.
+  EXPECT_EQ(text.find("swarm_registry_stage_workers"), std::string::npos) << text;
+  auto [rc, out] = promtool_check(text);
+  EXPECT_EQ(rc, 0) << out;
+  server.stop();
+}
+
+// With the job's stage count, every stage has a live-worker count, an empty one included.
+TEST(Metrics, RegistryCountsWorkersOfEveryStageIncludingEmptyOnes) {
+  registry::RegistryOptions ro;
+  ro.num_stages = 3;
+  registry::RegistryServer server("127.0.0.1", 0, ro);
+  server.start();
+  registry::RegistryClient client(server.url(), std::chrono::seconds(2));
+  planner::PeerRecord rec;
+  rec.role = "worker";
+  rec.host = "127.0.0.1";
+  rec.port = 9;
+  rec.state = "serving";
+  for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}}) {
+    rec.peer_id = id;
+    rec.stage = stage;
+    client.announce(rec);
+  }
+  rec.peer_id = "d";
+  rec.state = "averaging";
+  client.announce(rec);
+  const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
+  EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"0\"}"), 2) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"1\"}"), 0) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"2\"}"), 2) << text;
   auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << out;
   server.stop();

@@ -46,6 +46,7 @@ struct LocalSwarm {
       : spec(std::move(s)), adjust(std::move(adjust_worker)) {
     registry::RegistryOptions ro;
     ro.peer_expiry_seconds = spec.timeouts.peer_expiry_seconds;
+    ro.num_stages = static_cast<int>(spec.pipeline.stages);  // as `swarm registry --job` (no rebalancing)
     registry = std::make_unique<registry::RegistryServer>("127.0.0.1", 0, ro);
     registry->start();
     for (int st = 0; st < spec.pipeline.stages; ++st)

@@ -182,6 +182,19 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
       for (const auto& [key, count] : census)
         out += "swarm_registry_peers{role=\"" + std::get<0>(key) + "\",stage=\"" + std::to_string(std::get<1>(key)) +
                "\",state=\"" + std::get<2>(key) + "\"} " + std::to_string(count) + "\n";
+      if (options_.num_stages > 0) {
+        // Every stage of the job, 0 included: an empty stage stalls training, and a series that
+        // is absent could not say so.
+        std::vector<int> per_stage(static_cast<size_t>(options_.num_stages), 0);
+        for (const auto& [key, count] : census)
+          if (std::get<0>(key) == "worker" && std::get<1>(key) >= 0 && std::get<1>(key) < options_.num_stages)
+            per_stage[static_cast<size_t>(std::get<1>(key))] += count;
+        out += "# HELP swarm_registry_stage_workers Live workers per stage of the job (any state)\n"
+               "# TYPE swarm_registry_stage_workers gauge\n";
+        for (size_t st = 0; st < per_stage.size(); ++st)
+          out += "swarm_registry_stage_workers{stage=\"" + std::to_string(st) + "\"} " +
+                 std::to_string(per_stage[st]) + "\n";
+      }
       return HttpReply{200, out, "text/plain; version=0.0.4"};
     }
 
