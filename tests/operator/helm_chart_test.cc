@@ -260,22 +260,17 @@ TEST_F(HelmChartApplied, NonDefaultValuesRenderAsAsked) {
   EXPECT_EQ(out.find("not expected"), std::string::npos) << out;
 }
 
-// A stand-in for the prometheus-operator's PodMonitor CRD (the kind only, any fields), so that the
-// API server accepts the chart's PodMonitors as it would in a cluster with kube-prometheus-stack.
-const char* kPodMonitorCrd = R"(apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: podmonitors.monitoring.coreos.com}
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-)";
+// A stand-in for one of the prometheus-operator's CRDs (the kind only, any fields), so that the
+// API server accepts the chart's PodMonitors and PrometheusRule as it would in a cluster with
+// kube-prometheus-stack.
+std::string stand_in_crd(const std::string& kind, const std::string& plural) {
+  std::string singular = plural.substr(0, plural.size() - 1);
+  return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: " + plural +
+         ".monitoring.coreos.com}\nspec:\n  group: monitoring.coreos.com\n  scope: Namespaced\n"
+         "  names: {kind: " + kind + ", listKind: " + kind + "List, plural: " + plural + ", singular: " + singular +
+         "}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n"
+         "      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n";
+}
 
 TEST_F(HelmChartApplied, MonitoringShipsTheDashboardAndPodMonitorsMatchingTheOperatorsPods) {
   std::string out;
@@ -286,12 +281,17 @@ TEST_F(HelmChartApplied, MonitoringShipsTheDashboardAndPodMonitorsMatchingTheOpe
     EXPECT_NE(key, "ConfigMap/swarm-operator-dashboard");
   }
 
-  const std::string crd = write_file(env_->dir(), "podmonitor-crd.yaml", kPodMonitorCrd);
-  ASSERT_EQ(env_->kubectl("apply -f " + crd, &out), 0) << out;
-  ASSERT_TRUE(wait_until([&] { return env_->kubectl("get podmonitors -A", &out) == 0; }, 20s)) << out;
+  const std::string crds = write_file(env_->dir(), "monitoring-crds.yaml",
+                                     stand_in_crd("PodMonitor", "podmonitors") + "---\n" +
+                                         stand_in_crd("PrometheusRule", "prometheusrules"));
+  ASSERT_EQ(env_->kubectl("apply -f " + crds, &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] {
+    return env_->kubectl("get podmonitors -A", &out) == 0 && env_->kubectl("get prometheusrules -A", &out) == 0;
+  }, 20s)) << out;
   const std::string rendered =
       render("--set monitoring.dashboard.enabled=true --set monitoring.podMonitor.enabled=true "
-             "--set monitoring.podMonitor.labels.release=kps --set watchNamespace=team-a");
+             "--set monitoring.podMonitor.labels.release=kps --set monitoring.prometheusRule.enabled=true "
+             "--set monitoring.prometheusRule.labels.release=kps --set watchNamespace=team-a");
   ASSERT_EQ(env_->kubectl("apply --dry-run=server -o json -f " + rendered, &out), 0) << out;
   const auto objs = by_kind_and_name(json::parse(out));
 
@@ -302,6 +302,23 @@ TEST_F(HelmChartApplied, MonitoringShipsTheDashboardAndPodMonitorsMatchingTheOpe
   const std::string dashboard = read_text(std::string(SWARM_SOURCE_DIR) + "/dashboards/swarm-operator.json");
   std::string shipped = cm["data"]["swarm-operator.json"];
   EXPECT_EQ(json::parse(shipped), json::parse(dashboard));
+
+  // The alerting rules, every one of dashboards/swarm-operator.rules.yaml, their Prometheus
+  // templates untouched by helm.
+  ASSERT_TRUE(objs.count("PrometheusRule/swarm-operator"));
+  const json& rule = objs.at("PrometheusRule/swarm-operator");
+  EXPECT_EQ(rule["metadata"]["labels"]["release"], "kps");
+  std::vector<std::string> shipped_alerts, file_alerts;
+  for (const auto& g : rule["spec"]["groups"])
+    for (const auto& r : g["rules"]) {
+      shipped_alerts.push_back(r["alert"]);
+      EXPECT_NE(r["annotations"]["summary"].get<std::string>().find("{{ $labels."), std::string::npos) << r.dump();
+    }
+  const std::string rules_text = read_text(std::string(SWARM_SOURCE_DIR) + "/dashboards/swarm-operator.rules.yaml");
+  for (size_t at = rules_text.find("- alert: "); at != std::string::npos; at = rules_text.find("- alert: ", at + 1))
+    file_alerts.push_back(rules_text.substr(at + 9, rules_text.find('\n', at) - at - 9));
+  EXPECT_EQ(shipped_alerts, file_alerts);
+  EXPECT_GE(file_alerts.size(), 8u);
 
   // The jobs' PodMonitor selects what the operator labels its pods with, on the ports its pods
   // name, and turns the job label into the dashboard's `swarmjob`.
