@@ -2,12 +2,15 @@
 // holds bit-identical parameters, and every stage took exactly the requested steps.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <iostream>
 #include <thread>
 
 #include <torch/torch.h>
 
 #include "tests/swarm/swarm_fixture.h"
+#include "worker/swarm/ports.h"
 #include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
@@ -57,6 +60,69 @@ TEST(Averaging, PeersOfAStageEndIdenticalAndStepTogether) {
     EXPECT_GT(a.samples_processed, 0);
     EXPECT_GT(b.samples_processed, 0);
   }
+}
+
+// The leader of a stage's averaging group dies after the group formed: a peer that joined round 0
+// as its lowest id (so its leader) and then answers nothing, as a SIGKILLed worker would. The live
+// peers' pushes to it fail, they retry the round with a new group without it, and the stage goes on
+// stepping together: no deadlock, no step without averaging, no divergence.
+TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
+  torch::set_num_threads(1);
+  testing::LocalSwarm swarm(testing::tiny_job(2, 3), 2);
+  registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2));
+  planner::PeerRecord ghost;
+  ghost.peer_id = "a-dead-leader";  // sorts before stage0-w0/w1: it leads the group
+  ghost.role = "worker";
+  ghost.stage = 0;
+  ghost.host = "127.0.0.1";
+  ghost.port = runtime::pick_free_port();  // nothing listens there
+  ghost.state = "serving";
+  client.announce(ghost);
+
+  std::atomic<bool> joined{false}, stop_ghost{false};
+  std::thread ghost_thread([&] {
+    // Live (heartbeating) until it has joined round 0's group as soon as a real peer opened it,
+    // then silent, like a process killed mid-round.
+    auto last_announce = std::chrono::steady_clock::now();
+    while (!stop_ghost && !joined) {
+      if (client.round_group(0, 0, 0).state != planner::GroupView::Unknown) {
+        joined = client.join_round(0, 0, 0, {ghost.peer_id, ghost.host, ghost.port, 4},
+                                   swarm.spec.timeouts.averaging_seconds / 2);
+        break;
+      }
+      if (std::chrono::steady_clock::now() - last_announce > std::chrono::milliseconds(200)) {
+        client.announce(ghost);
+        last_announce = std::chrono::steady_clock::now();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+
+  std::atomic<bool> stop{false};
+  const auto began = std::chrono::steady_clock::now();
+  auto report = runtime::Trainer(trainer_options(swarm, 3)).run(stop);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  stop_ghost = true;
+  ghost_thread.join();
+  ASSERT_TRUE(joined) << "the dead peer never got into round 0's group";
+  const auto group = client.round_group(0, 0, 0);
+  ASSERT_EQ(group.state, planner::GroupView::Ready);
+  EXPECT_EQ(group.leader, ghost.peer_id);
+  EXPECT_EQ(group.members.size(), 3u);
+
+  EXPECT_TRUE(report.finished);
+  EXPECT_EQ(report.steps, 3);
+  // Bounded by the retries (a failed push, then a new group once the dead peer expired), far
+  // below the averaging timeout per round that a deadlock-and-timeout would cost.
+  EXPECT_LT(seconds, 3 * swarm.spec.timeouts.averaging_seconds) << seconds << " s";
+  auto a = swarm.workers[0]->status();
+  auto b = swarm.workers[1]->status();
+  EXPECT_GE(a.round, 3);
+  EXPECT_EQ(a.round, b.round);
+  EXPECT_EQ(a.fingerprint, b.fingerprint) << "the stage's peers diverged";
+  const auto events = client.stats()["events"];
+  EXPECT_EQ(events.value("unaveraged_steps", 0), 0) << events.dump();
+  std::cout << "3 steps in " << seconds << " s with the round-0 leader dead; events " << events.dump() << "\n";
 }
 
 TEST(Averaging, TrainingLowersTheLossOnASinglePeerPipeline) {
