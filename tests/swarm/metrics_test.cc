@@ -158,18 +158,23 @@ TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
 namespace swarm {
 namespace {
 
+// A worker's heartbeat record as the registry tests announce it.
+planner::PeerRecord worker_record(const std::string& id, int stage, const std::string& state = "serving") {
+  planner::PeerRecord rec;
+  rec.peer_id = id;
+  rec.role = "worker";
+  rec.stage = stage;
+  rec.host = "127.0.0.1";
+  rec.port = 9;
+  rec.state = state;
+  return rec;
+}
+
 TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
   registry::RegistryServer server("127.0.0.1", 0);
   server.start();
   registry::RegistryClient client(server.url(), std::chrono::seconds(2));
-  planner::PeerRecord rec;
-  rec.peer_id = "w0";
-  rec.role = "worker";
-  rec.stage = 1;
-  rec.host = "127.0.0.1";
-  rec.port = 9;
-  rec.state = "serving";
-  client.announce(rec);
+  client.announce(worker_record("w0", 1));
   client.add_event("preemptions", 2);
   client.add_event("checkpoint_restores", 1);
   const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
@@ -191,19 +196,9 @@ TEST(Metrics, RegistryCountsWorkersOfEveryStageIncludingEmptyOnes) {
   registry::RegistryServer server("127.0.0.1", 0, ro);
   server.start();
   registry::RegistryClient client(server.url(), std::chrono::seconds(2));
-  planner::PeerRecord rec;
-  rec.role = "worker";
-  rec.host = "127.0.0.1";
-  rec.port = 9;
-  rec.state = "serving";
-  for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}}) {
-    rec.peer_id = id;
-    rec.stage = stage;
-    client.announce(rec);
-  }
-  rec.peer_id = "d";
-  rec.state = "averaging";
-  client.announce(rec);
+  for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}})
+    client.announce(worker_record(id, stage));
+  client.announce(worker_record("d", 2, "averaging"));
   const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"0\"}"), 2) << text;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"1\"}"), 0) << text;
