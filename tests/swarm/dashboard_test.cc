@@ -34,15 +34,7 @@ namespace {
 const std::string kDashboard = std::string(SWARM_SOURCE_DIR) + "/dashboards/swarm-operator.json";
 const std::string kRules = std::string(SWARM_SOURCE_DIR) + "/dashboards/swarm-operator.rules.yaml";
 
-std::string sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+std::string sh(const std::string& cmd) { return testing::shell(cmd).second; }
 
 json load_dashboard() {
   std::ifstream in(kDashboard);

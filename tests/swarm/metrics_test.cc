@@ -10,6 +10,7 @@
 #include <fstream>
 #include <thread>
 
+#include "tests/planner/peer_records.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/ports.h"
@@ -21,16 +22,7 @@ namespace fs = std::filesystem;
 namespace swarm {
 namespace {
 
-// Runs a shell command; returns (exit code, stdout+stderr).
-std::pair<int, std::string> sh(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {-1, ""};
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-  int rc = ::pclose(p);
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
-}
+using testing::shell;
 
 using testing::metric_sample;
 std::string scrape(int port) { return testing::scrape_metrics(port); }
@@ -38,14 +30,14 @@ std::string scrape(int port) { return testing::scrape_metrics(port); }
 std::pair<int, std::string> promtool_check(const std::string& exposition) {
   const auto path = fs::temp_directory_path() / ("swarm-metrics-" + std::to_string(::getpid()) + ".txt");
   std::ofstream(path) << exposition;
-  auto r = sh("promtool check metrics < " + path.string());
+  auto r = shell("promtool check metrics < " + path.string());
   fs::remove(path);
   return r;
 }
 
 
 TEST(Metrics, WorkerExpositionPassesPromtoolAfterTraining) {
-  ASSERT_EQ(sh("command -v promtool").first, 0) << "promtool missing: run scripts/install-deps.sh";
+  ASSERT_EQ(shell("command -v promtool").first, 0) << "promtool missing: run scripts/install-deps.sh";
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 2), 1);
   ASSERT_TRUE(testing::train(swarm, 2).finished);
@@ -83,7 +75,7 @@ TEST(Metrics, TrainerMetricNamesPassPromtool) {
     EXPECT_NE(text.find(name), std::string::npos) << name;
   auto [rc, out] = promtool_check(text);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(sh("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(m.port()) + "/nope").second,
+  EXPECT_NE(shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(m.port()) + "/nope").second,
             "200");
 }
 
@@ -121,7 +113,7 @@ TEST(Metrics, ComputeStateFollowsRunningTotals) {
 }
 
 TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
-  ASSERT_EQ(sh("command -v prometheus").first, 0) << "prometheus missing: run scripts/install-deps.sh";
+  ASSERT_EQ(shell("command -v prometheus").first, 0) << "prometheus missing: run scripts/install-deps.sh";
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 1), 1);
   ASSERT_TRUE(testing::train(swarm, 1).finished);
@@ -136,16 +128,16 @@ TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
                             " --storage.tsdb.path=" + (dir / "data").string() +
                             " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
                             (dir / "prometheus.log").string() + " 2>&1 & echo $!";
-  const auto pid = std::stol(sh(start).second);
+  const auto pid = std::stol(shell(start).second);
   std::string result;
   for (int i = 0; i < 60; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    result = sh("curl -s 'http://127.0.0.1:" + std::to_string(prom_port) +
+    result = shell("curl -s 'http://127.0.0.1:" + std::to_string(prom_port) +
                 "/api/v1/query?query=sum(swarm_samples_processed_total)by(stage)'").second;
     if (result.find("\"stage\":\"1\"") != std::string::npos && result.find("\"stage\":\"0\"") != std::string::npos)
       break;
   }
-  sh("kill " + std::to_string(pid));
+  shell("kill " + std::to_string(pid));
   EXPECT_NE(result.find("\"status\":\"success\""), std::string::npos) << result;
   EXPECT_NE(result.find("\"stage\":\"0\""), std::string::npos) << result;
   EXPECT_NE(result.find("\"stage\":\"1\""), std::string::npos) << result;
@@ -158,17 +150,7 @@ TEST(Metrics, ARealPrometheusServerScrapesAWorker) {
 namespace swarm {
 namespace {
 
-// A worker's heartbeat record as the registry tests announce it.
-planner::PeerRecord worker_record(const std::string& id, int stage, const std::string& state = "serving") {
-  planner::PeerRecord rec;
-  rec.peer_id = id;
-  rec.role = "worker";
-  rec.stage = stage;
-  rec.host = "127.0.0.1";
-  rec.port = 9;
-  rec.state = state;
-  return rec;
-}
+using testing::worker_record;
 
 TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
   registry::RegistryServer server("127.0.0.1", 0);
@@ -177,7 +159,7 @@ TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
   client.announce(worker_record("w0", 1));
   client.add_event("preemptions", 2);
   client.add_event("checkpoint_restores", 1);
-  const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
+  const std::string text = shell("curl -sf " + server.url() + "/metrics").second;
   EXPECT_NE(text.find("swarm_swarm_events_total{kind=\"preemptions\"} 2"), std::string::npos) << text;
   EXPECT_NE(text.find("swarm_registry_peers{role=\"worker\",stage=\"1\",state=\"serving\"} 1"), std::string::npos)
       << text;
@@ -198,8 +180,8 @@ TEST(Metrics, RegistryCountsWorkersOfEveryStageIncludingEmptyOnes) {
   registry::RegistryClient client(server.url(), std::chrono::seconds(2));
   for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}})
     client.announce(worker_record(id, stage));
-  client.announce(worker_record("d", 2, "averaging"));
-  const std::string text = sh("curl -sf " + server.url() + "/metrics").second;
+  client.announce(worker_record("d", 2, 7000, "averaging"));
+  const std::string text = shell("curl -sf " + server.url() + "/metrics").second;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"0\"}"), 2) << text;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"1\"}"), 0) << text;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"2\"}"), 2) << text;

@@ -1,11 +1,14 @@
 // Shared set-up of the data-plane tests: a tiny job, a registry on loopback, workers in-process.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/job_spec.h"
@@ -88,15 +91,21 @@ inline runtime::TrainerReport train(LocalSwarm& swarm, int64_t steps) {
   return runtime::Trainer(t).run(stop);
 }
 
-// GET /metrics of a process on loopback (curl, as a scraper would); "" when it fails.
-inline std::string scrape_metrics(int port) {
+// Runs a shell command; returns its exit code (-1 if it did not exit normally) and its stdout and
+// stderr together.
+inline std::pair<int, std::string> shell(const std::string& cmd) {
   std::string out;
-  FILE* p = ::popen(("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics").c_str(), "r");
-  if (!p) return out;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, ""};
   char buf[4096];
   for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
-  ::pclose(p);
-  return out;
+  const int rc = ::pclose(p);
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+// GET /metrics of a process on loopback (curl, as a scraper would); "" when it fails.
+inline std::string scrape_metrics(int port) {
+  return shell("curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics").second;
 }
 
 // The value of the first sample of metric `name` in a Prometheus exposition; NaN when absent.

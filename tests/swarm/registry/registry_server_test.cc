@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/planner/peer_records.h"
 #include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/registry/registry_server.h"
 
@@ -23,16 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-planner::PeerRecord worker(const std::string& id, int stage, int port = 7000) {
-  planner::PeerRecord r;
-  r.peer_id = id;
-  r.role = "worker";
-  r.stage = stage;
-  r.host = "127.0.0.1";
-  r.port = port;
-  r.state = "serving";
-  return r;
-}
+using testing::worker_record;
 
 struct RawReply {
   int status = 0;
@@ -107,14 +99,14 @@ class RegistryServerTest : public ::testing::Test {
 TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   start();
   EXPECT_TRUE(client_->healthy());
-  planner::PeerRecord w = worker("w-b", 1, 7001);
+  planner::PeerRecord w = worker_record("w-b", 1, 7001);
   w.metrics_port = 9100;
   w.round = 3;
   w.queue_length = 4;
   w.samples_per_second = 12.5;
   client_->announce(w);
-  client_->announce(worker("w-a", 0));
-  client_->announce(worker("w-c", 1));
+  client_->announce(worker_record("w-a", 0));
+  client_->announce(worker_record("w-c", 1));
   planner::PeerRecord t;
   t.peer_id = "trainer-0";
   t.role = "trainer";
@@ -155,10 +147,10 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
 
 TEST_F(RegistryServerTest, RecordsExpireWithoutHeartbeats) {
   start(0.5);
-  client_->announce(worker("a", 0));
-  client_->announce(worker("b", 0));
+  client_->announce(worker_record("a", 0));
+  client_->announce(worker_record("b", 0));
   std::this_thread::sleep_for(300ms);
-  client_->announce(worker("b", 0));  // heartbeat
+  client_->announce(worker_record("b", 0));  // heartbeat
   std::this_thread::sleep_for(350ms);
   auto live = client_->peers();
   ASSERT_EQ(live.size(), 1u);
@@ -169,8 +161,8 @@ TEST_F(RegistryServerTest, RecordsExpireWithoutHeartbeats) {
 
 TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   start();
-  client_->announce(worker("a", 0));
-  client_->announce(worker("b", 0));
+  client_->announce(worker_record("a", 0));
+  client_->announce(worker_record("b", 0));
   planner::ProgressView v = client_->report_progress(0, 5, "a", 40, 100, 40);
   EXPECT_EQ(v.round, 5);
   EXPECT_EQ(v.samples_total, 40);
@@ -189,7 +181,7 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
   start();
   const std::vector<std::string> ids = {"peer-c", "peer-a", "peer-b"};
   for (size_t i = 0; i < ids.size(); ++i) {
-    client_->announce(worker(ids[i], 2, 7100 + static_cast<int>(i)));
+    client_->announce(worker_record(ids[i], 2, 7100 + static_cast<int>(i)));
   }
   std::vector<planner::GroupView> seen(ids.size());
   std::vector<char> joined(ids.size(), 0);  // not vector<bool>: written concurrently
@@ -227,7 +219,7 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
     EXPECT_EQ(seen[i].leader, "peer-a");
   }
   // A latecomer is turned away from the closed group and gets its own next attempt.
-  client_->announce(worker("peer-d", 2));
+  client_->announce(worker_record("peer-d", 2));
   planner::Member d{"peer-d", "127.0.0.1", 7200, 0};
   EXPECT_FALSE(client_->join_round(2, 9, 0, d, 10.0));
   EXPECT_TRUE(client_->join_round(2, 9, 1, d, 10.0));
@@ -354,7 +346,7 @@ TEST(RegistryClientTest, ClosedPortThrowsQuickly) {
         << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
-  EXPECT_THROW(c.announce(worker("a", 0)), RegistryError);
+  EXPECT_THROW(c.announce(worker_record("a", 0)), RegistryError);
   EXPECT_FALSE(c.healthy());
   EXPECT_THROW(RegistryClient("not a url", 1000ms), RegistryError);
 }
