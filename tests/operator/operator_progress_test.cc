@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "tests/planner/peer_records.h"
 #include "tests/operator/fixtures.h"
 #include "worker/swarm/registry/registry_client.h"
 
@@ -14,8 +15,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The job's condition of `type`, or nullptr (a pointer into `job` itself, not into a copy).
 const json* condition(const json& job, const std::string& type) {
-  for (const auto& c : job["status"].value("conditions", json::array()))
+  if (!job.contains("status") || !job["status"].contains("conditions")) return nullptr;
+  for (const auto& c : job["status"]["conditions"])
     if (c.value("type", "") == type) return &c;
   return nullptr;
 }
@@ -27,13 +30,7 @@ std::string condition_field(const json& job, const std::string& type, const std:
 }
 
 planner::PeerRecord worker(const std::string& id, int stage, std::int64_t round, double sps, int port) {
-  planner::PeerRecord r;
-  r.peer_id = id;
-  r.role = "worker";
-  r.stage = stage;
-  r.host = "127.0.0.1";
-  r.port = port;
-  r.state = "serving";
+  planner::PeerRecord r = testing::worker_record(id, stage, port);
   r.round = round;
   r.samples_per_second = sps;
   r.queue_length = stage;
