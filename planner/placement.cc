@@ -26,16 +26,76 @@ struct Planner {
   std::vector<const WorkerInfo*> active;  // staying (not terminating, not deleted by this plan)
   std::set<int> used_slots;
   bool stealing = false;
+  // Capacity (when known): free worker slots per usable node, which nodes each pool admits, and the
+  // active workers not bound to a node that found no slot (waiting or stranded).
+  std::map<std::string, int> node_free;
+  std::map<std::string, std::vector<std::string>> pool_nodes;
+  std::set<std::string> waiting;
 
   explicit Planner(const PlacementInput& input) : in(input) {
     for (const auto& p : in.pools) pools[p.name] = &p;
     for (const auto& w : in.workers) used_slots.insert(w.slot);
+    if (in.capacity) {
+      for (const auto& n : *in.capacity) {
+        node_free[n.name] = std::max(0, n.free);
+        for (const auto& p : n.pools) pool_nodes[p].push_back(n.name);
+      }
+      // A terminating worker's slot is free as soon as it exits (its requests still count now).
+      for (const auto& w : in.workers)
+        if (w.terminating && node_free.count(w.node)) ++node_free[w.node];
+    }
+  }
+
+  bool capacity_known() const { return in.capacity.has_value(); }
+
+  bool autoscaled(const std::string& pool) const {
+    auto it = pools.find(pool);
+    return it != pools.end() && it->second->autoscaled;
+  }
+
+  int free_in(const std::string& pool) const {
+    if (!capacity_known()) return kMaxSlotsPerNode;
+    int n = 0;
+    auto it = pool_nodes.find(pool);
+    if (it == pool_nodes.end()) return 0;
+    for (const auto& node : it->second) n += node_free.at(node);
+    return n;
+  }
+
+  // Takes one free slot of `pool` (on its node with the most free slots: the scheduler's
+  // least-allocated spreading); false when it has none.
+  bool take_slot(const std::string& pool) {
+    if (!capacity_known()) return true;
+    auto it = pool_nodes.find(pool);
+    if (it == pool_nodes.end()) return false;
+    std::string best;
+    for (const auto& node : it->second)
+      if (node_free[node] > 0 && (best.empty() || node_free[node] > node_free[best])) best = node;
+    if (best.empty()) return false;
+    --node_free[best];
+    return true;
+  }
+
+  // Free slots any available pool with room under maxWorkers could use (each node once).
+  int free_anywhere(const std::string& except_pool = "") const {
+    auto load = pool_load();
+    std::set<std::string> nodes;
+    for (const auto& p : in.pools) {
+      if (p.name == except_pool || unavailable.count(p.name)) continue;
+      if (p.max_workers >= 0 && load[p.name] >= p.max_workers) continue;
+      auto it = pool_nodes.find(p.name);
+      if (it != pool_nodes.end()) nodes.insert(it->second.begin(), it->second.end());
+    }
+    int n = 0;
+    for (const auto& node : nodes) n += node_free.at(node);
+    return n;
   }
 
   // Another pool that could take workers: overflowing makes no sense without one.
   bool has_alternative(const std::string& pool) const {
     for (const auto& p : in.pools)
-      if (p.name != pool && !unavailable.count(p.name)) return true;
+      if (p.name != pool && !unavailable.count(p.name) && (!capacity_known() || free_in(p.name) > 0 || p.autoscaled))
+        return true;
     return false;
   }
 
@@ -57,6 +117,7 @@ struct Planner {
 
   void remove(const WorkerInfo& w, int grace, const std::string& reason, bool preemption) {
     plan.deletes.push_back({w.name, grace, reason, w.pool, w.stage, preemption});
+    if (capacity_known() && !w.node.empty() && node_free.count(w.node)) ++node_free[w.node];
   }
 
   // Rules 1 and 2.
@@ -153,21 +214,60 @@ struct Planner {
     return load;
   }
 
-  // The most preferred available pool with room; nullopt when the cluster is full.
-  std::optional<std::string> pick_pool(const std::string& exclude_below_priority_of = "", bool strictly_better = false) const {
+  struct Choice {
+    std::string pool;
+    std::string why;
+    bool has_slot = true;
+  };
+
+  std::string slots_text(const std::string& pool) const {
+    const int n = free_in(pool);
+    return std::to_string(n) + " free slot" + (n == 1 ? "" : "s");
+  }
+
+  // The pool for a new worker: the most preferred available one with room under maxWorkers that
+  // can take it now (a free slot, or autoscaled unless `now_only`); equal priorities share (fewest
+  // workers first). `better_than`: only pools preferred to that one (move-back). With no such pool
+  // and !now_only, the most preferred available pool with room under maxWorkers (the worker waits).
+  std::optional<Choice> choose_pool(bool now_only = false, const std::string& better_than = "") {
     auto load = pool_load();
-    const PoolInfo* best = nullptr;
+    auto better = [&](const PoolInfo* a, const PoolInfo* b) {
+      return !b || a->priority > b->priority || (a->priority == b->priority && load[a->name] < load[b->name]);
+    };
+    const PoolInfo *best = nullptr, *fallback = nullptr;
+    std::vector<std::pair<const PoolInfo*, std::string>> passed;
     for (const auto& p : in.pools) {
-      if (unavailable.count(p.name)) continue;
-      if (p.max_workers >= 0 && load[p.name] >= p.max_workers) continue;
-      if (strictly_better && p.priority <= priority(exclude_below_priority_of)) continue;
-      if (!best || p.priority > best->priority ||
-          (p.priority == best->priority && load[p.name] < load[best->name])) {
-        best = &p;
+      if (!better_than.empty() && p.priority <= priority(better_than)) continue;
+      if (unavailable.count(p.name)) {
+        passed.push_back({&p, "unavailable (unschedulable) until its retry time"});
+        continue;
       }
+      if (p.max_workers >= 0 && load[p.name] >= p.max_workers) {
+        passed.push_back({&p, "at maxWorkers " + std::to_string(p.max_workers)});
+        continue;
+      }
+      if (better(&p, fallback)) fallback = &p;
+      if (free_in(p.name) <= 0 && (now_only || !p.autoscaled)) {
+        passed.push_back({&p, "no free slot"});
+        continue;
+      }
+      if (better(&p, best)) best = &p;
     }
-    if (!best) return std::nullopt;
-    return best->name;
+    const PoolInfo* chosen = best ? best : (now_only ? nullptr : fallback);
+    if (!chosen) return std::nullopt;
+    Choice c{chosen->name, "", take_slot(chosen->name)};
+    if (capacity_known()) {
+      std::string why;
+      for (const auto& [p, reason] : passed)
+        if (p->priority >= chosen->priority && p != chosen) why += (why.empty() ? "" : "; ") + p->name + ": " + reason;
+      const std::string name = chosen->name.empty() ? "(any)" : chosen->name;
+      std::string mine;
+      if (c.has_slot) mine = name + " had " + std::to_string(free_in(chosen->name) + 1) + " free slot(s)";
+      else if (best) mine = name + " is autoscaled: no free slot now, the pending pod asks for a node";
+      else mine = "no pool has a free slot: " + name + " is the most preferred, the pod waits there";
+      c.why = why.empty() ? mine : why + "; " + mine;
+    }
+    return c;
   }
 
   std::map<int, int> stage_counts() const {
@@ -179,33 +279,95 @@ struct Planner {
     return n;
   }
 
+  // Workers of each stage that serve or will as soon as they start: bound to a node, or holding a
+  // free slot (with capacity unknown: every worker).
+  std::map<int, int> serving_counts() const {
+    std::map<int, int> n;
+    for (int s = 0; s < in.stages; ++s) n[s] = 0;
+    for (auto* w : active)
+      if (w->stage >= 0 && w->stage < in.stages && !waiting.count(w->name)) ++n[w->stage];
+    for (const auto& c : plan.creates)
+      if (!c.waits) ++n[c.stage];
+    return n;
+  }
+
+  void create(int stage, const Choice& choice, const std::string& reason, const std::string& replaces) {
+    plan.creates.push_back({next_slot(), stage, choice.pool, reason, replaces, choice.why, !choice.has_slot});
+  }
+
+  // Capacity: every active worker not yet bound takes a free slot of its pool; those that find none
+  // wait. Pods the scheduler has not judged yet first, then by slot (oldest first).
+  void take_slots_of_pending() {
+    if (!capacity_known()) return;
+    std::vector<const WorkerInfo*> pending;
+    for (auto* w : active)
+      if (w->node.empty()) pending.push_back(w);
+    std::sort(pending.begin(), pending.end(), [](auto* a, auto* b) {
+      const bool ua = a->state == WorkerState::Unschedulable, ub = b->state == WorkerState::Unschedulable;
+      return ua != ub ? !ua : a->slot < b->slot;
+    });
+    for (auto* w : pending)
+      if (!take_slot(w->pool)) waiting.insert(w->name);
+  }
+
+  // Rule 2b: stranded workers move at once to where a slot is free (no more of them than there are
+  // free slots, so their replacements never wait in turn). Those of the least served stages first.
+  void retire_stranded() {
+    if (!capacity_known()) return;
+    auto serving = serving_counts();
+    std::vector<const WorkerInfo*> stranded;
+    for (auto* w : active)
+      if (waiting.count(w->name) && w->state == WorkerState::Unschedulable && !autoscaled(w->pool) && pools.count(w->pool))
+        stranded.push_back(w);
+    std::sort(stranded.begin(), stranded.end(), [&](auto* a, auto* b) {
+      return serving[a->stage] != serving[b->stage] ? serving[a->stage] < serving[b->stage] : a->slot < b->slot;
+    });
+    int budget = free_anywhere();
+    for (auto* w : stranded) {
+      if (budget <= 0) break;
+      --budget;
+      remove(*w, 0, "NoCapacity", false);
+      waiting.erase(w->name);
+      drop_active(w->name);
+    }
+  }
+
   // Rules 4 and 5.
   void create_missing() {
     std::vector<const DeleteWorker*> replaced;  // retired workers, paired with replacements in order
     for (const auto& d : plan.deletes)
-      if (d.preemption || d.reason == "Unschedulable" || d.reason == "PodFailed") replaced.push_back(&d);
+      if (d.preemption || d.reason == "Unschedulable" || d.reason == "NoCapacity" || d.reason == "PodFailed")
+        replaced.push_back(&d);
     size_t next_replaced = 0;
-    const bool starving = starving_stage();
+    const bool starving = !capacity_known() && starving_stage();
     for (;;) {
       auto counts = stage_counts();
+      auto serving = serving_counts();
       int emptiest = -1;
       for (auto& [s, n] : counts) {
         if (starving && ready_in(s) > 0) continue;
-        if (n < in.per_stage && (emptiest < 0 || n < counts[emptiest])) emptiest = s;
+        if (n >= in.per_stage) continue;
+        if (emptiest < 0 || serving[s] < serving[emptiest] || (serving[s] == serving[emptiest] && n < counts[emptiest]))
+          emptiest = s;
       }
       if (emptiest < 0) break;
-      auto pool = pick_pool();
-      if (!pool) break;
-      CreateWorker c{next_slot(), emptiest, *pool, "Initial", ""};
+      auto choice = choose_pool();
+      if (!choice) break;
+      std::string reason = "Initial", replaces;
       if (next_replaced < replaced.size()) {
         const DeleteWorker* d = replaced[next_replaced++];
-        c.replaces = d->name;
-        c.reason = unavailable.count(d->pool) && d->pool != *pool ? "Overflow" : "Replacement";
+        replaces = d->name;
+        reason = unavailable.count(d->pool) && d->pool != choice->pool ? "Overflow" : "Replacement";
       }
-      if (!in.workers.empty() && c.replaces.empty()) c.reason = "ScaleUp";
-      plan.creates.push_back(c);
+      if (!in.workers.empty() && replaces.empty()) reason = "ScaleUp";
+      create(emptiest, *choice, reason, replaces);
     }
-    // Rule 5: an empty stage takes a worker from the fullest one.
+    if (capacity_known()) {
+      add_surge_workers();
+      fill_empty_stages();
+      return;
+    }
+    // Rule 5 (capacity unknown): an empty stage takes a worker from the fullest one.
     for (;;) {
       auto counts = stage_counts();
       int empty = -1, fullest = -1;
@@ -224,7 +386,7 @@ struct Planner {
       remove(*victim, 30, "Reassigned", false);
       const std::string pool = victim->pool;
       drop_active(victim->name);
-      plan.creates.push_back({next_slot(), empty, pool, "Reassigned", victim->name});
+      plan.creates.push_back({next_slot(), empty, pool, "Reassigned", victim->name, "", false});
       ++plan.reassignments;
     }
     // Rule 5b: a stage with no ready worker whose workers wait for capacity (unschedulable) takes
@@ -248,6 +410,83 @@ struct Planner {
       ++plan.reassignments;
       stealing = true;
       break;
+    }
+  }
+
+  // Rule 4b: no stage below minPerStage serving workers while a pool has a free slot.
+  void add_surge_workers() {
+    for (;;) {
+      auto counts = stage_counts();
+      auto serving = serving_counts();
+      int neediest = -1;
+      for (auto& [s, n] : serving)
+        if (n < in.min_per_stage && counts[s] < in.max_per_stage && (neediest < 0 || n < serving[neediest]))
+          neediest = s;
+      if (neediest < 0) break;
+      auto choice = choose_pool(true);
+      if (!choice) break;
+      choice->why = "stage " + std::to_string(neediest) + " has " + std::to_string(serving[neediest]) +
+                    " serving worker(s), fewer than minPerStage " + std::to_string(in.min_per_stage) +
+                    " while its other workers wait for a node; " + choice->why;
+      create(neediest, *choice, "Surge", "");
+    }
+  }
+
+  // Rule 5': a stage with no serving worker and no free slot anywhere takes a ready worker of the
+  // stage with the most serving ones; the stage's worker gets the slot it frees, in this pass.
+  void fill_empty_stages() {
+    for (;;) {
+      auto serving = serving_counts();
+      int empty = -1, donor = -1;
+      for (auto& [s, n] : serving) {
+        if (n == 0 && empty < 0) empty = s;
+        if (donor < 0 || n > serving[donor]) donor = s;
+      }
+      if (empty < 0 || donor < 0 || serving[donor] < 2 || free_anywhere() > 0) break;
+      const WorkerInfo* victim = nullptr;
+      for (auto* w : stage_workers(donor)) {
+        if (w->state != WorkerState::Ready || waiting.count(w->name)) continue;
+        if (!victim || priority(w->pool) < priority(victim->pool) ||
+            (priority(w->pool) == priority(victim->pool) && w->slot > victim->slot))
+          victim = w;
+      }
+      if (!victim) break;  // only pending workers there: nothing to take yet
+      const WorkerInfo taken = *victim;
+      remove(taken, 30, "Reassigned", false);
+      drop_active(taken.name);
+      ++plan.reassignments;
+      const std::string why = "stage " + std::to_string(empty) + " had no serving worker and no pool a free slot: " +
+                              "took the slot of " + taken.name + " (stage " + std::to_string(donor) + ")";
+      // A waiting worker of the empty stage in that pool takes the slot (one planned in this
+      // pass, or an existing one); else a new one does.
+      bool given = false;
+      for (auto& c : plan.creates) {
+        if (c.stage != empty || !c.waits || c.pool != taken.pool || !take_slot(taken.pool)) continue;
+        c.waits = false;
+        c.why = why;
+        given = true;
+        break;
+      }
+      for (auto* w : stage_workers(empty)) {
+        if (given) break;
+        if (!waiting.count(w->name) || w->pool != taken.pool || !take_slot(taken.pool)) continue;
+        waiting.erase(w->name);
+        given = true;
+      }
+      if (given) continue;
+      auto counts = stage_counts();
+      if (counts[empty] >= in.max_per_stage) {
+        // Make room under maxPerStage: one of its waiting workers goes.
+        for (auto* w : stage_workers(empty)) {
+          if (!waiting.count(w->name)) continue;
+          remove(*w, 0, "NoCapacity", false);
+          waiting.erase(w->name);
+          drop_active(w->name);
+          break;
+        }
+      }
+      Choice c{taken.pool, why, take_slot(taken.pool)};
+      create(empty, c, "Reassigned", taken.name);
     }
   }
 
@@ -290,9 +529,9 @@ struct Planner {
     auto counts = stage_counts();
     for (auto* w : ws) {
       if (counts[w->stage] >= in.max_per_stage) continue;
-      auto pool = pick_pool(w->pool, true);
-      if (!pool) continue;
-      plan.creates.push_back({next_slot(), w->stage, *pool, "MoveBack", w->name});
+      auto choice = choose_pool(true, w->pool);
+      if (!choice) continue;
+      create(w->stage, *choice, "MoveBack", w->name);
       return;
     }
   }
@@ -304,6 +543,8 @@ PlacementPlan plan_workers(const PlacementInput& in) {
   Planner p(in);
   p.retire_lost_and_stuck();
   p.retire_surplus();
+  p.take_slots_of_pending();
+  p.retire_stranded();
   p.create_missing();
   p.move_back();
   return std::move(p.plan);

@@ -21,6 +21,24 @@
 //  6. When all is settled, one worker in a less preferred pool is moved back to a more preferred
 //     available pool with room: a surge pod is created there; rule 3 retires the old one once the
 //     new one is ready.
+// Capacity (PlacementInput::capacity, from planner/capacity.h; absent = unknown, every pool has
+// room up to maxWorkers): a worker not yet bound to a node takes a free slot of its pool; one that
+// finds none waits (for an autoscaled pool to grow) or is stranded. Then:
+//  2b. A stranded worker (Unschedulable, in a pool that is not autoscaled and has no free slot) is
+//      deleted at once (NoCapacity) when another pool has a free slot, and replaced there (rule 4):
+//      no unschedulableSeconds wait for a pool that cannot grow.
+//  4'. New workers go to the most preferred available pool that can take them now: one with a
+//      free slot, or an autoscaled one (its pending pod asks the autoscaler for a node). With no
+//      room anywhere, the most preferred available pool (the pod waits; rule 2 applies).
+//  4b. A stage with fewer than minPerStage serving workers (bound, or holding a free slot) gets a
+//      surge worker (up to maxPerStage) from a pool with a free slot; rule 3 retires it once the
+//      preferred pool's worker is ready.
+//  5'. A stage with no serving worker and no free slot anywhere takes a ready worker of the stage
+//      with the most serving ones (at least two): deleted, and the stage's worker placed in the
+//      slot it frees, in the same pass. The slots of terminating workers count as free (soon).
+//  6'. Move-backs go only to a pool with a free slot.
+// Every creation carries `why`: the pools passed over (no free slot, full, unavailable) and the
+// slots of the chosen one.
 // Slots: every worker has a slot number (its pod name is <job>-w-<slot>); new workers take the
 // lowest slots no existing pod (terminating ones included) holds.
 #pragma once
@@ -28,6 +46,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "planner/capacity.h"
 
 namespace swarm::planner {
 
@@ -45,6 +65,7 @@ struct PoolInfo {
   int max_workers = -1;  // -1 = no limit
   double unavailable_until = 0;  // > now: overflowed, not used for new pods
   double unavailable_since = 0;
+  bool autoscaled = false;  // a cluster autoscaler / Karpenter adds nodes on demand: worth waiting for
 };
 
 enum class WorkerState { Pending, Unschedulable, Running, Ready };
@@ -70,20 +91,26 @@ struct PlacementInput {
   double now = 0;
   double unschedulable_seconds = 60;
   double retry_pool_seconds = 300;
+  int min_per_stage = 1;
+  // Usable nodes, their free worker slots and the pools that admit them (cluster_capacity().nodes);
+  // nullopt = unknown: every pool has room up to its maxWorkers.
+  std::optional<std::vector<NodeSlots>> capacity;
 };
 
 struct CreateWorker {
   int slot = 0;
   int stage = 0;
   std::string pool;
-  std::string reason;  // Initial | Replacement | Overflow | Reassigned | MoveBack
+  std::string reason;  // Initial | ScaleUp | Replacement | Overflow | Surge | Reassigned | MoveBack
   std::string replaces;  // the worker this one replaces, if any
+  std::string why;       // why this pool: the pools passed over and the chosen one's free slots
+  bool waits = false;    // no free slot for it now (an autoscaled pool must grow, or none has room)
 };
 
 struct DeleteWorker {
   std::string name;
   int grace_seconds = 0;
-  std::string reason;  // the notice reason | Unschedulable | Surplus | MovedBack | Reassigned
+  std::string reason;  // the notice reason | Unschedulable | NoCapacity | Surplus | MovedBack | Reassigned
   std::string pool;
   int stage = 0;
   bool preemption = false;  // counts as a preemption (notice of any kind but PodFailed)
