@@ -33,6 +33,13 @@ json to_json(const SwarmJobStatus& s) {
     if (!p.unavailable_since.empty()) pj["unavailableSince"] = p.unavailable_since;
     if (!p.retry_at.empty()) pj["retryAt"] = p.retry_at;
     if (!p.reason.empty()) pj["reason"] = p.reason;
+    if (p.capacity_known) {
+      pj["nodes"] = p.nodes;
+      pj["nodesUnderNotice"] = p.nodes_under_notice;
+      pj["nodesUnavailable"] = p.nodes_unavailable;
+      pj["freeSlots"] = p.free_slots;
+      pj["usedSlots"] = p.used_slots;
+    }
     j["pools"].push_back(pj);
   }
   if (!s.last_preemption_time.empty()) j["lastPreemptionTime"] = s.last_preemption_time;
@@ -80,6 +87,12 @@ SwarmJobStatus status_from_json(const json& j) {
     ps.unavailable_since = p.value("unavailableSince", "");
     ps.retry_at = p.value("retryAt", "");
     ps.reason = p.value("reason", "");
+    ps.capacity_known = p.contains("freeSlots");
+    ps.nodes = p.value("nodes", 0);
+    ps.nodes_under_notice = p.value("nodesUnderNotice", 0);
+    ps.nodes_unavailable = p.value("nodesUnavailable", 0);
+    ps.free_slots = p.value("freeSlots", 0);
+    ps.used_slots = p.value("usedSlots", 0);
     s.pools.push_back(ps);
   }
   for (const auto& n : j.value("reclaimedNodes", json::array())) s.reclaimed_nodes.push_back(n.get<std::string>());

@@ -37,6 +37,10 @@ struct PoolStatus {
   std::string unavailable_since;  // RFC 3339; set while !available
   std::string retry_at;           // RFC 3339; when the pool is tried again
   std::string reason;
+  // Capacity (planner/capacity.h), from the node and pod caches: nodes the pool admits, of those
+  // under a reclaim notice / NotReady, cordoned or deleting; worker slots free now and taken.
+  bool capacity_known = false;
+  int nodes = 0, nodes_under_notice = 0, nodes_unavailable = 0, free_slots = 0, used_slots = 0;
 };
 
 struct SwarmJobStatus {

@@ -1,6 +1,7 @@
 #include "operator/api/swarmjob.h"
 
 #include "common/job_spec_json.h"
+#include "operator/api/quantity.h"
 
 namespace swarm::op {
 namespace {
@@ -40,6 +41,27 @@ PodResources take_resources(json& section, const std::string& path, const std::s
   if (section.contains("resources")) {
     r.resources = section["resources"];
     if (!r.resources.is_object()) e.add(path + ".resources", "must be an object");
+    for (const char* part : {"requests", "limits"}) {
+      if (!r.resources.is_object() || !r.resources.contains(part)) continue;
+      const std::string at = path + ".resources." + part;
+      const json& list = r.resources[part];
+      if (!list.is_object()) {
+        e.add(at, "must be an object of quantities");
+        continue;
+      }
+      for (const auto& [k, v] : list.items()) {
+        if (v.is_number()) continue;
+        if (!v.is_string()) {
+          e.add(at + "." + k, "must be a quantity, got " + v.dump());
+          continue;
+        }
+        try {
+          parse_quantity(v.get<std::string>());
+        } catch (const std::invalid_argument& ex) {
+          e.add(at + "." + k, ex.what());
+        }
+      }
+    }
   }
   section.erase("image");
   section.erase("resources");
@@ -76,6 +98,10 @@ NodePool parse_pool(const json& p, const std::string& path, Errors& e) {
   if (p.contains("preemptible")) {
     if (!p["preemptible"].is_boolean()) e.add(path + ".preemptible", "must be a boolean");
     else pool.preemptible = p["preemptible"].get<bool>();
+  }
+  if (p.contains("autoscaled")) {
+    if (!p["autoscaled"].is_boolean()) e.add(path + ".autoscaled", "must be a boolean, got " + p["autoscaled"].dump());
+    else pool.autoscaled = p["autoscaled"].get<bool>();
   }
   pool.priority = get_int(p, "priority", 0, 0, 1000, path, e);
   pool.reclaim_grace_seconds = get_int(p, "reclaimGraceSeconds", -1, 0, 3600, path, e);

@@ -30,6 +30,7 @@ struct NodePool {
   json tolerations = json::array();                // core/v1 Toleration objects, passed through
   int max_workers = -1;                            // -1 = no limit
   bool preemptible = false;
+  bool autoscaled = false;                         // a cluster autoscaler / Karpenter adds nodes on demand
   int priority = 0;                                // higher is preferred
   int reclaim_grace_seconds = -1;                  // -1 = by signal (30 s, 120 s on AWS)
 };

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "operator/api/swarmjob.h"
+#include "operator/controller/capacity_facts.h"
 #include "operator/controller/manifests.h"
 
 namespace swarm::op {
@@ -10,7 +11,7 @@ namespace swarm::op {
 Controller::Controller(kube::Client& client, kube::EventRecorder& events, OperatorMetrics& metrics,
                        ControllerOptions options)
     : client_(client), metrics_(metrics), options_(std::move(options)) {
-  kube::InformerOptions jobs, pods, nodes;
+  kube::InformerOptions jobs, pods, nodes, bound;
   jobs.group_version = kGroupVersion;
   jobs.plural = kPlural;
   jobs.namespace_ = options_.namespace_;
@@ -20,10 +21,17 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   pods.label_selector = std::string(kLabelManagedBy) + "=" + kManagedByValue;  // only ours
   nodes.group_version = "v1";
   nodes.plural = "nodes";
+  // Capacity: every pod that holds a node's resources, whoever owns it, in every namespace (a
+  // node is shared); cached as its requests only.
+  bound.group_version = "v1";
+  bound.plural = "pods";
+  bound.field_selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+  bound.transform = [](kube::json& pod) { pod = capacity_view(pod); };
   jobs_ = std::make_unique<kube::Informer>(client, jobs);
   pods_ = std::make_unique<kube::Informer>(client, pods);
   nodes_ = std::make_unique<kube::Informer>(client, nodes);
-  world_ = std::make_unique<World>(*jobs_, *pods_, *nodes_);
+  bound_pods_ = std::make_unique<kube::Informer>(client, bound);
+  world_ = std::make_unique<World>(*jobs_, *pods_, *nodes_, bound_pods_.get());
   reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
   if (options_.progress.period_seconds > 0) {
     progress_ = std::make_unique<ProgressPoller>(
@@ -40,6 +48,7 @@ Controller::~Controller() { stop(); }
 
 void Controller::start() {
   nodes_->start();
+  bound_pods_->start();
   pods_->start();
   jobs_->start();
   stats_ = std::thread([this] {
@@ -48,13 +57,15 @@ void Controller::start() {
       metrics_.set_relists("swarmjobs", static_cast<double>(jobs_->relists()));
       metrics_.set_relists("pods", static_cast<double>(pods_->relists()));
       metrics_.set_relists("nodes", static_cast<double>(nodes_->relists()));
+      metrics_.set_relists("boundpods", static_cast<double>(bound_pods_->relists()));
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
   });
 }
 
 bool Controller::wait_synced(std::chrono::milliseconds timeout) {
-  return nodes_->wait_synced(timeout) && pods_->wait_synced(timeout) && jobs_->wait_synced(timeout);
+  return nodes_->wait_synced(timeout) && bound_pods_->wait_synced(timeout) && pods_->wait_synced(timeout) &&
+         jobs_->wait_synced(timeout);
 }
 
 void Controller::lead() {
@@ -91,6 +102,7 @@ void Controller::stop() {
   threads_.clear();
   jobs_->stop();
   pods_->stop();
+  bound_pods_->stop();
   nodes_->stop();
   if (stats_.joinable()) stats_.join();
 }
@@ -118,9 +130,17 @@ void Controller::on_node(kube::EventType t, const kube::json& obj, const kube::j
   if (has != had || t == kube::EventType::Deleted || t == kube::EventType::Added) {
     // A reclaim notice (or capacity coming back): every job with pods there, right away.
     for (const auto& key : world_->jobs_on_node(node)) queue_.add(key);
-    if (t == kube::EventType::Added)
-      for (const auto& j : jobs_->list()) queue_.add_after(kube::object_key(j), std::chrono::milliseconds(200));
   }
+  // Capacity changed (a node came, went, was cordoned, turned NotReady or Ready, or changed its
+  // allocatable): every job places against it, after a moment so a burst of node events is one pass.
+  bool capacity_changed = t != kube::EventType::Modified || !old;
+  if (!capacity_changed) {
+    const auto a = node_facts(*old), b = node_facts(obj);
+    capacity_changed = planner::usable(a) != planner::usable(b) || a.allocatable != b.allocatable ||
+                       a.labels != b.labels || a.taints.size() != b.taints.size();
+  }
+  if (capacity_changed)
+    for (const auto& j : jobs_->list()) queue_.add_after(kube::object_key(j), std::chrono::milliseconds(200));
 }
 
 void Controller::work() {

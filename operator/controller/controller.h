@@ -60,6 +60,7 @@ class Controller {
   OperatorMetrics& metrics_;
   ControllerOptions options_;
   std::unique_ptr<kube::Informer> jobs_, pods_, nodes_;
+  std::unique_ptr<kube::Informer> bound_pods_;  // every bound pod in the cluster: node capacity
   std::unique_ptr<World> world_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<ProgressPoller> progress_;

@@ -6,12 +6,24 @@
 #include <algorithm>
 #include <set>
 
+#include "operator/controller/capacity_facts.h"
 #include "operator/controller/manifests.h"
 #include "operator/controller/reclaim.h"
 #include "planner/placement.h"
 #include "operator/kube/time_format.h"
 
 namespace swarm::op {
+
+// One of the job's pods as the reconciler reads it.
+struct PodView {
+  std::string name, key, uid, role, node, pool;
+  int slot = 0, stage = -1;
+  planner::WorkerState state = planner::WorkerState::Pending;
+  double unschedulable_since = 0;
+  bool terminating = false, succeeded = false;
+  std::optional<Notice> notice;
+};
+
 namespace {
 
 using kube::json;
@@ -48,15 +60,6 @@ int int_label(const json& pod, const char* key, int def) {
     return def;
   }
 }
-
-struct PodView {
-  std::string name, key, uid, role, node, pool;
-  int slot = 0, stage = -1;
-  WorkerState state = WorkerState::Pending;
-  double unschedulable_since = 0;
-  bool terminating = false, succeeded = false;
-  std::optional<Notice> notice;
-};
 
 PodView view_of(const json& pod, World& world, const SwarmJob& job) {
   PodView v;
@@ -199,6 +202,170 @@ void Reconciler::apply_registry_reading(const SwarmJob& job, const std::string& 
   }
 }
 
+namespace {
+
+// Placement's view of the job: its pools (availability carried over in status), its workers.
+PlacementInput placement_input(const SwarmJob& job, const std::vector<PodView>& workers,
+                               const std::map<std::string, PoolStatus>& old_pools, double now) {
+  PlacementInput in;
+  in.stages = static_cast<int>(job.spec.pipeline.stages);
+  in.per_stage = static_cast<int>(job.spec.workers.per_stage);
+  in.max_per_stage = effective_max_per_stage(job);
+  in.min_per_stage = job.op.min_per_stage;
+  in.now = now;
+  in.unschedulable_seconds = job.op.unschedulable_seconds;
+  in.retry_pool_seconds = job.op.retry_pool_seconds;
+  if (job.op.pools.empty()) {
+    in.pools.push_back({"", 0, -1, 0, 0, false});
+  } else {
+    for (const auto& p : job.op.pools) {
+      PoolInfo info{p.name, p.priority, p.max_workers, 0, 0, p.autoscaled};
+      auto it = old_pools.find(p.name);
+      if (it != old_pools.end() && !it->second.available) {
+        info.unavailable_until = kube::to_seconds(it->second.retry_at);
+        info.unavailable_since = kube::to_seconds(it->second.unavailable_since);
+      }
+      in.pools.push_back(info);
+    }
+  }
+  for (const auto& w : workers)
+    in.workers.push_back({w.name, w.stage, w.pool, w.slot, w.state, w.unschedulable_since, w.terminating, w.notice, w.node});
+  return in;
+}
+
+// "spot-us: 0 free, 4 used, 1 node under notice; spot-eu: 2 free, 2 used": where capacity went.
+std::string capacity_summary(const planner::ClusterCapacity& cap) {
+  std::string out;
+  for (const auto& p : cap.pools) {
+    out += (out.empty() ? "" : "; ") + (p.name.empty() ? std::string("default") : p.name) + ": " +
+           std::to_string(p.free_slots) + " free, " + std::to_string(p.used_slots) + " used";
+    if (p.under_notice > 0) out += ", " + std::to_string(p.under_notice) + " node(s) under notice";
+    if (p.unusable > 0) out += ", " + std::to_string(p.unusable) + " node(s) NotReady/cordoned/deleting";
+    if (p.nodes == 0) out += ", no node";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<planner::ClusterCapacity> Reconciler::observe_capacity(const SwarmJob& job) {
+  if (!world_.capacity_known()) return std::nullopt;
+  std::vector<planner::PoolSelector> selectors;
+  if (job.op.pools.empty()) selectors.push_back(pool_selector(nullptr));
+  for (const auto& p : job.op.pools) selectors.push_back(pool_selector(&p));
+  return planner::cluster_capacity(world_.node_facts(), world_.pods_on_nodes(), selectors, worker_request(job));
+}
+
+void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const PlacementPlan& plan,
+                            const std::map<std::string, const PodView*>& by_name,
+                            const std::vector<std::string>& avoid_nodes, const std::string& capacity_text,
+                            SwarmJobStatus& status, std::map<std::string, PoolStatus>& pools, const std::string& now_s) {
+  // Deletions first (the hand-off starts now), then creations.
+  const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
+  auto pod_of = [&](const std::string& name) -> const PodView* {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  };
+  for (const auto& d : plan.deletes) {
+    const PodView* w = pod_of(d.name);
+    client_.remove(pods_path + "/" + d.name, d.grace_seconds, w ? w->uid : "");
+    if (w) world_.note_deleted(w->uid);
+    if (d.preemption) {
+      ++status.preemptions;
+      status.last_preemption_time = now_s;
+      metrics_.add_preemption(d.pool, d.reason);
+    }
+    std::string msg = "worker " + d.name + " (stage " + std::to_string(d.stage) + ", pool " + d.pool + ")";
+    if (w && !w->node.empty()) msg += " on node " + w->node;
+    msg += ": " + d.reason + (d.grace_seconds > 0 ? ", handing off within " + std::to_string(d.grace_seconds) + " s"
+                                                  : ", removed at once");
+    if (d.reason == "NoCapacity") msg += " (its pool has no free slot and cannot grow; replaced where one is free)";
+    spdlog::info("{}: {}", key, msg);
+    record(job, d.preemption ? "Warning" : "Normal", d.preemption ? "WorkerReclaimed" : "WorkerRemoved", msg);
+  }
+  bool explained = false;
+  for (const auto& c : plan.creates) {
+    json pod = worker_pod(job, c.slot, c.stage, find_pool(job, c.pool), avoid_nodes, c.reason);
+    try {
+      world_.pods.upsert(client_.create(pods_path, pod));
+    } catch (const kube::ApiError& e) {
+      if (!e.conflict()) throw;
+      continue;  // it exists: made by our previous reconcile; the cache will show it
+    }
+    if (const PodView* old = c.replaces.empty() ? nullptr : pod_of(c.replaces)) {
+      double age = world_.notice_age(old->key);
+      if (age == 0 && !old->node.empty()) age = world_.notice_age(old->node);
+      if (old->notice && !old->notice->lost && age > 0) metrics_.observe_reclaim_to_replacement(age);
+    }
+    const std::string msg = "worker " + worker_pod_name(job.name, c.slot) + " for stage " + std::to_string(c.stage) +
+                            " in pool " + (c.pool.empty() ? "(any)" : c.pool) + ": " + c.reason +
+                            (c.replaces.empty() ? "" : " (replaces " + c.replaces + ")") +
+                            (c.waits ? ", waits for a node" : "") + (c.why.empty() ? "" : " — " + c.why);
+    spdlog::info("{}: created {}", key, msg);
+    record(job, "Normal",
+           c.reason == "Overflow" ? "WorkerOverflow" : c.reason == "Surge" ? "WorkerSurge" : "WorkerCreated", msg);
+    if (!explained && !capacity_text.empty()) {
+      record(job, "Normal", "PoolCapacity", "capacity when placing: " + capacity_text);
+      explained = true;
+    }
+  }
+  if (plan.reassignments > 0) {
+    status.stage_reassignments += plan.reassignments;
+    metrics_.add_reassignments(plan.reassignments);
+    record(job, "Warning", "StageReassigned",
+           std::to_string(plan.reassignments) + " worker(s) moved to an empty stage");
+  }
+  for (const auto& pc : plan.pool_changes) {
+    auto& ps = pools[pc.pool];
+    ps.name = pc.pool;
+    ps.available = pc.available;
+    ps.reason = pc.reason;
+    ps.unavailable_since = pc.available ? "" : now_s;
+    ps.retry_at = pc.available ? "" : kube::format_time(kube::from_seconds(pc.until));
+    record(job, pc.available ? "Normal" : "Warning", pc.available ? "PoolRetry" : "PoolOverflow",
+           pc.available ? "pool " + pc.pool + " is tried again"
+                        : "pool " + pc.pool + " cannot schedule workers for " +
+                              std::to_string(job.op.unschedulable_seconds) + " s; placing them in the next pool by priority");
+  }
+}
+
+void Reconciler::keep_singletons(const SwarmJob& job, std::vector<PodView>& pods, int desired, const std::string& role,
+                                 const std::vector<std::string>& avoid_nodes) {
+  // Trainers and the registry: fixed counts, replaced when their node goes.
+  const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
+  const NodePool* stable = stable_pool(job);
+  std::set<int> used;
+  int alive = 0;
+  for (const auto& p : pods) {
+    used.insert(p.slot);
+    if (p.terminating) continue;
+    if (p.succeeded && role == "trainer") {
+      ++alive;  // finished its steps: done, not lost
+      continue;
+    }
+    if (p.notice) {
+      client_.remove(pods_path + "/" + p.name, p.notice->lost ? 0 : p.notice->grace_seconds, p.uid);
+      world_.note_deleted(p.uid);
+      record(job, "Warning", "PodReclaimed", role + " " + p.name + ": " + p.notice->reason);
+      continue;
+    }
+    ++alive;
+  }
+  for (int slot = 0; alive < desired; ++slot) {
+    if (used.count(slot)) continue;
+    json pod = role == "trainer" ? trainer_pod(job, slot, stable, avoid_nodes) : registry_pod(job, slot, stable, avoid_nodes);
+    try {
+      world_.pods.upsert(client_.create(pods_path, pod));
+      record(job, "Normal", role == "trainer" ? "TrainerCreated" : "RegistryCreated",
+             role + " " + pod["metadata"].value("name", "") + " created");
+    } catch (const kube::ApiError& e) {
+      if (!e.conflict()) throw;
+    }
+    used.insert(slot);
+    ++alive;
+  }
+}
+
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   ReconcileResult result;
   const auto slash = key.find('/');
@@ -227,7 +394,7 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   }
   ensure_support_objects(job);
 
-  // Observe.
+  // Observe: the job's pods, nodes with a notice, the pools' capacity.
   std::vector<PodView> workers, trainers, registries;
   for (const auto& p : world_.pods_of(job.namespace_, job.name)) {
     PodView v = view_of(p, world_, job);
@@ -237,142 +404,48 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   }
   std::set<std::string> avoid;
   for (const auto& n : world_.nodes_with_notice()) avoid.insert(n);
-
-  PlacementInput in;
-  in.stages = static_cast<int>(job.spec.pipeline.stages);
-  in.per_stage = static_cast<int>(job.spec.workers.per_stage);
-  in.max_per_stage = effective_max_per_stage(job);
-  in.now = now;
-  in.unschedulable_seconds = job.op.unschedulable_seconds;
-  in.retry_pool_seconds = job.op.retry_pool_seconds;
   std::map<std::string, PoolStatus> old_pools;
   for (const auto& p : status.pools) old_pools[p.name] = p;
-  if (job.op.pools.empty()) {
-    in.pools.push_back({"", 0, -1, 0, 0});
-  } else {
-    for (const auto& p : job.op.pools) {
-      PoolInfo info{p.name, p.priority, p.max_workers, 0, 0};
-      auto it = old_pools.find(p.name);
-      if (it != old_pools.end() && !it->second.available) {
-        info.unavailable_until = kube::to_seconds(it->second.retry_at);
-        info.unavailable_since = kube::to_seconds(it->second.unavailable_since);
-      }
-      in.pools.push_back(info);
-    }
-  }
   std::map<std::string, const PodView*> by_name;
   for (const auto& w : workers) {
     by_name[w.name] = &w;
-    in.workers.push_back({w.name, w.stage, w.pool, w.slot, w.state, w.unschedulable_since, w.terminating,
-                          w.notice, w.node});
     if (w.notice && !w.notice->lost && !w.node.empty()) avoid.insert(w.node);
   }
+  const auto capacity = observe_capacity(job);
+
+  // Plan.
+  PlacementInput in = placement_input(job, workers, old_pools, now);
+  if (capacity) in.capacity = capacity->nodes;
   PlacementPlan plan = plan_workers(in);
   if (spdlog::should_log(spdlog::level::debug)) {
     std::string ws;
     for (const auto& w : in.workers)
       ws += " " + w.name + "[s" + std::to_string(w.stage) + "," + w.pool + "," + to_string(w.state) +
             (w.terminating ? ",terminating" : "") + (w.notice ? "," + w.notice->reason : "") + "]";
-    spdlog::debug("{}: workers:{} -> {} delete(s), {} create(s)", key, ws, plan.deletes.size(), plan.creates.size());
+    spdlog::debug("{}: workers:{} -> {} delete(s), {} create(s){}", key, ws, plan.deletes.size(), plan.creates.size(),
+                  capacity ? "; capacity: " + capacity_summary(*capacity) : "");
   }
   const std::vector<std::string> avoid_nodes(avoid.begin(), avoid.end());
 
-  // Apply: deletions first (the hand-off starts now), then creations.
-  const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
-  for (const auto& d : plan.deletes) {
-    const PodView* w = by_name.count(d.name) ? by_name[d.name] : nullptr;
-    client_.remove(pods_path + "/" + d.name, d.grace_seconds, w ? w->uid : "");
-    if (w) world_.note_deleted(w->uid);
-    if (d.preemption) {
-      ++status.preemptions;
-      status.last_preemption_time = now_s;
-      metrics_.add_preemption(d.pool, d.reason);
-    }
-    std::string msg = "worker " + d.name + " (stage " + std::to_string(d.stage) + ", pool " + d.pool + ")";
-    if (w && !w->node.empty()) msg += " on node " + w->node;
-    msg += ": " + d.reason + (d.grace_seconds > 0 ? ", handing off within " + std::to_string(d.grace_seconds) + " s"
-                                                  : ", removed at once");
-    spdlog::info("{}: {}", key, msg);
-    record(job, d.preemption ? "Warning" : "Normal", d.preemption ? "WorkerReclaimed" : "WorkerRemoved", msg);
-  }
-  for (const auto& c : plan.creates) {
-    json pod = worker_pod(job, c.slot, c.stage, find_pool(job, c.pool), avoid_nodes, c.reason);
-    try {
-      world_.pods.upsert(client_.create(pods_path, pod));
-    } catch (const kube::ApiError& e) {
-      if (!e.conflict()) throw;
-      continue;  // it exists: made by our previous reconcile; the cache will show it
-    }
-    if (!c.replaces.empty() && by_name.count(c.replaces)) {
-      const PodView* old = by_name[c.replaces];
-      double age = world_.notice_age(old->key);
-      if (age == 0 && !old->node.empty()) age = world_.notice_age(old->node);
-      if (old->notice && !old->notice->lost && age > 0) metrics_.observe_reclaim_to_replacement(age);
-    }
-    spdlog::info("{}: created worker {} (stage {}, pool {}): {}", key, worker_pod_name(job.name, c.slot), c.stage,
-                 c.pool, c.reason);
-    record(job, "Normal", c.reason == "Overflow" ? "WorkerOverflow" : "WorkerCreated",
-           "worker " + worker_pod_name(job.name, c.slot) + " for stage " + std::to_string(c.stage) + " in pool " +
-               (c.pool.empty() ? "(any)" : c.pool) + ": " + c.reason +
-               (c.replaces.empty() ? "" : " (replaces " + c.replaces + ")"));
-  }
-  if (plan.reassignments > 0) {
-    status.stage_reassignments += plan.reassignments;
-    metrics_.add_reassignments(plan.reassignments);
-    record(job, "Warning", "StageReassigned",
-           std::to_string(plan.reassignments) + " worker(s) moved to an empty stage");
-  }
-  for (const auto& pc : plan.pool_changes) {
-    auto& ps = old_pools[pc.pool];
-    ps.name = pc.pool;
-    ps.available = pc.available;
-    ps.reason = pc.reason;
-    ps.unavailable_since = pc.available ? "" : now_s;
-    ps.retry_at = pc.available ? "" : kube::format_time(kube::from_seconds(pc.until));
-    record(job, pc.available ? "Normal" : "Warning", pc.available ? "PoolRetry" : "PoolOverflow",
-           pc.available ? "pool " + pc.pool + " is tried again"
-                        : "pool " + pc.pool + " cannot schedule workers for " +
-                              std::to_string(job.op.unschedulable_seconds) + " s; placing them in the next pool by priority");
-  }
-
-  // Trainers and the registry: fixed counts, replaced when their node goes.
-  const NodePool* stable = stable_pool(job);
-  auto keep_singletons = [&](std::vector<PodView>& pods, int desired, const std::string& role) {
-    std::set<int> used;
-    int alive = 0;
-    for (const auto& p : pods) {
-      used.insert(p.slot);
-      if (p.terminating) continue;
-      if (p.succeeded && role == "trainer") {
-        ++alive;  // finished its steps: done, not lost
-        continue;
-      }
-      if (p.notice) {
-        client_.remove(pods_path + "/" + p.name, p.notice->lost ? 0 : p.notice->grace_seconds, p.uid);
-        world_.note_deleted(p.uid);
-        record(job, "Warning", "PodReclaimed", role + " " + p.name + ": " + p.notice->reason);
-        continue;
-      }
-      ++alive;
-    }
-    for (int slot = 0; alive < desired; ++slot) {
-      if (used.count(slot)) continue;
-      json pod = role == "trainer" ? trainer_pod(job, slot, stable, avoid_nodes) : registry_pod(job, slot, stable, avoid_nodes);
-      try {
-        world_.pods.upsert(client_.create(pods_path, pod));
-        record(job, "Normal", role == "trainer" ? "TrainerCreated" : "RegistryCreated",
-               role + " " + pod["metadata"].value("name", "") + " created");
-      } catch (const kube::ApiError& e) {
-        if (!e.conflict()) throw;
-      }
-      used.insert(slot);
-      ++alive;
-    }
-  };
-  keep_singletons(registries, 1, "registry");
-  keep_singletons(trainers, static_cast<int>(job.spec.trainers.count), "trainer");
+  // Apply.
+  apply_plan(job, key, plan, by_name, avoid_nodes, capacity ? capacity_summary(*capacity) : "", status, old_pools, now_s);
+  keep_singletons(job, registries, 1, "registry", avoid_nodes);
+  keep_singletons(job, trainers, static_cast<int>(job.spec.trainers.count), "trainer", avoid_nodes);
 
   // Status.
+  derive_status(job, in, plan, workers, trainers, capacity ? &*capacity : nullptr, old_pools, status, now_s);
+  if (progress_) apply_registry_reading(job, key, status, now_s);
+  write_status(*obj, status);
+
+  if (plan.requeue_at > 0) result.requeue_after_seconds = std::max(0.05, plan.requeue_at - now);
+  return result;
+}
+
+void Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, const PlacementPlan& plan,
+                               const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
+                               const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
+                               SwarmJobStatus& status, const std::string& now_s) {
+  const std::string key = job.namespace_ + "/" + job.name;
   status.observed_generation = job.generation;
   const std::vector<StageStatus> old_stages = status.stages;
   status.stages.assign(in.stages, StageStatus{});
@@ -395,6 +468,18 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
     PoolStatus ps = old_pools.count(p.name) ? old_pools[p.name] : PoolStatus();
     ps.name = p.name;
     ps.ready = ps.workers = ps.unschedulable = 0;  // recounted below; availability carries over
+    ps.capacity_known = false;
+    if (capacity) {
+      for (const auto& pc : capacity->pools) {
+        if (pc.name != p.name) continue;
+        ps.capacity_known = true;
+        ps.nodes = pc.nodes;
+        ps.nodes_under_notice = pc.under_notice;
+        ps.nodes_unavailable = pc.unusable;
+        ps.free_slots = pc.free_slots;
+        ps.used_slots = pc.used_slots;
+      }
+    }
     pools[p.name] = ps;
   }
   std::set<std::string> reclaimed;
@@ -454,15 +539,10 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
                 {"PoolOverflow", overflow ? "True" : "False", overflow ? "PoolUnschedulable" : "AllPoolsAvailable",
                  overflow ? "some pools cannot schedule workers; their workers run in the next pool by priority"
                           : "every pool is available", "", gen}, now_s);
-  if (progress_) apply_registry_reading(job, key, status, now_s);
   if (old_phase != status.phase)
     record(job, status.phase == "Degraded" ? "Warning" : "Normal", "Phase" + status.phase,
            "phase " + old_phase + " -> " + status.phase);
-  write_status(*obj, status);
   metrics_.set_job(key, status.phase, metric_workers);
-
-  if (plan.requeue_at > 0) result.requeue_after_seconds = std::max(0.05, plan.requeue_at - now);
-  return result;
 }
 
 }  // namespace swarm::op

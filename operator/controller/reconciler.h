@@ -14,8 +14,12 @@
 #include "operator/controller/world.h"
 #include "operator/kube/client.h"
 #include "operator/kube/events.h"
+#include "planner/capacity.h"
+#include "planner/placement.h"
 
 namespace swarm::op {
+
+struct PodView;  // reconciler.cc
 
 struct ReconcileResult {
   double requeue_after_seconds = 0;  // 0 = only on change (plus the periodic resync)
@@ -41,6 +45,21 @@ class Reconciler {
   void apply_registry_reading(const SwarmJob& job, const std::string& key, SwarmJobStatus& status,
                               const std::string& now_s);
   void record(const SwarmJob& job, const std::string& type, const std::string& reason, const std::string& msg);
+  // Observe: capacity of the job's pools from the node and pod caches (nullopt until synced).
+  std::optional<planner::ClusterCapacity> observe_capacity(const SwarmJob& job);
+  // Apply: the plan's deletions, creations (each Event says why there), pool changes.
+  void apply_plan(const SwarmJob& job, const std::string& key, const planner::PlacementPlan& plan,
+                  const std::map<std::string, const PodView*>& by_name, const std::vector<std::string>& avoid_nodes,
+                  const std::string& capacity_text, SwarmJobStatus& status, std::map<std::string, PoolStatus>& pools,
+                  const std::string& now_s);
+  // Trainers and the registry: fixed counts, replaced when their node goes.
+  void keep_singletons(const SwarmJob& job, std::vector<PodView>& pods, int desired, const std::string& role,
+                       const std::vector<std::string>& avoid_nodes);
+  // Derive status: stages, pools (with capacity), phase and conditions.
+  void derive_status(const SwarmJob& job, const planner::PlacementInput& in, const planner::PlacementPlan& plan,
+                     const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
+                     const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
+                     SwarmJobStatus& status, const std::string& now_s);
 
   kube::Client& client_;
   kube::EventRecorder& events_;

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "operator/controller/capacity_facts.h"
 #include "operator/controller/manifests.h"
 
 namespace swarm::op {
@@ -10,6 +11,23 @@ std::optional<Notice> World::notice_for_node(const std::string& node) const {
   auto n = nodes.get(node);
   if (!n) return nodes.synced() ? std::optional<Notice>(node_deleted_notice()) : std::nullopt;
   return node_notice(*n);
+}
+
+bool World::capacity_known() const { return bound_pods && bound_pods->synced() && nodes.synced(); }
+
+std::vector<planner::NodeFacts> World::node_facts() const {
+  std::vector<planner::NodeFacts> out;
+  nodes.for_each([&](const kube::json& n) { out.push_back(op::node_facts(n)); });
+  return out;
+}
+
+std::vector<planner::BoundPod> World::pods_on_nodes() const {
+  std::vector<planner::BoundPod> out;
+  if (!bound_pods) return out;
+  bound_pods->for_each([&](const kube::json& p) {
+    if (auto b = bound_pod(p)) out.push_back(std::move(*b));
+  });
+  return out;
 }
 
 std::vector<std::string> World::nodes_with_notice() const {

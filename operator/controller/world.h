@@ -13,17 +13,26 @@
 
 #include "operator/controller/reclaim.h"
 #include "operator/kube/informer.h"
+#include "planner/capacity.h"
 
 namespace swarm::op {
 
 class World {
  public:
-  World(kube::Informer& jobs, kube::Informer& pods, kube::Informer& nodes)
-      : jobs(jobs), pods(pods), nodes(nodes) {}
+  // bound_pods: every pod bound to a node, in any namespace, as capacity_facts.h's
+  // capacity_view() (null: capacity unknown).
+  World(kube::Informer& jobs, kube::Informer& pods, kube::Informer& nodes, kube::Informer* bound_pods = nullptr)
+      : jobs(jobs), pods(pods), nodes(nodes), bound_pods(bound_pods) {}
 
   kube::Informer& jobs;
   kube::Informer& pods;
   kube::Informer& nodes;
+  kube::Informer* bound_pods;
+
+  // Capacity facts from the caches (planner/capacity.h); known once both caches synced.
+  bool capacity_known() const;
+  std::vector<planner::NodeFacts> node_facts() const;
+  std::vector<planner::BoundPod> pods_on_nodes() const;
 
   // The notice on a node name: nullopt = fine; node missing from the cache = deleted.
   std::optional<Notice> notice_for_node(const std::string& node) const;

@@ -99,6 +99,7 @@ std::string Informer::resource_version() const {
 void Informer::upsert(const json& in) {
   json obj = in;
   slim(obj);
+  if (options_.transform) options_.transform(obj);
   const std::string key = object_key(obj);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = store_.find(key);
@@ -139,6 +140,7 @@ void Informer::relist() {
     json page = client_.get(path + q);
     for (auto& item : page["items"]) {
       slim(item);
+      if (options_.transform) options_.transform(item);
       const std::string key = object_key(item);  // before the move: `a = std::move(b)` evaluates b first
       fresh[key] = std::move(item);
     }
@@ -204,6 +206,7 @@ bool Informer::watch_once() {
       rv_ = obj["metadata"].value("resourceVersion", rv_);
       return true;
     }
+    if (options_.transform) options_.transform(obj);
     const std::string key = object_key(obj);
     std::optional<json> old;
     {

@@ -34,6 +34,9 @@ struct InformerOptions {
   std::string field_selector;  // "" = everything
   int page_size = 500;
   int watch_timeout_seconds = 300;  // server ends each watch after about this long
+  // Applied to every object before it is cached (after slim): keep only what readers need.
+  // Must keep metadata.name, namespace and resourceVersion.
+  std::function<void(json&)> transform;
 };
 
 // "ns/name" or "name" for cluster-scoped objects.
