@@ -38,6 +38,7 @@ int slots_in(const Resources& free, const Resources& request) {
   for (const auto& [name, amount] : want) {
     if (amount <= 0) continue;
     auto it = free.find(name);
+    if (it == free.end() && name == "pods") continue;  // a node that states no pod limit has none
     const double have = it == free.end() ? 0 : it->second;
     // A small tolerance: 0.1 + 0.2 cores must still fit into 0.3.
     slots = std::min(slots, std::floor(have / amount + 1e-9));
@@ -62,7 +63,8 @@ ClusterCapacity cluster_capacity(const std::vector<NodeFacts>& nodes, const std:
     Resources free = node->allocatable;
     auto u = used.find(node->name);
     if (u != used.end())
-      for (const auto& [name, amount] : u->second) free[name] -= amount;
+      for (const auto& [name, amount] : u->second)
+        if (name != "pods" || node->allocatable.count("pods")) free[name] -= amount;
     const int free_slots = slots_in(free, worker_request);
     const int empty_slots = slots_in(node->allocatable, worker_request);
     NodeSlots slots{node->name, free_slots, {}};

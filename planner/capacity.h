@@ -86,7 +86,7 @@ bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint);
 bool admits(const PoolSelector& pool, const NodeFacts& node);
 bool usable(const NodeFacts& node);
 // How many times `request` (plus one pod) fits into `free`; a resource missing from `free` counts
-// as 0 when requested.
+// as 0 when requested, except "pods" (a node that states no pod limit has none).
 int slots_in(const Resources& free, const Resources& request);
 
 ClusterCapacity cluster_capacity(const std::vector<NodeFacts>& nodes, const std::vector<BoundPod>& pods,

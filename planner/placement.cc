@@ -253,7 +253,10 @@ struct Planner {
       }
       if (better(&p, best)) best = &p;
     }
-    const PoolInfo* chosen = best ? best : (now_only ? nullptr : fallback);
+    // With capacity known, a worker no pool can take now is not created: it would only compete
+    // for the next free slot with the stages that need it more (the next node or pod event
+    // reconciles again). Unknown capacity: the most preferred pool with room under maxWorkers.
+    const PoolInfo* chosen = best ? best : (now_only || capacity_known() ? nullptr : fallback);
     if (!chosen) return std::nullopt;
     Choice c{chosen->name, "", take_slot(chosen->name)};
     if (capacity_known()) {
@@ -263,8 +266,7 @@ struct Planner {
       const std::string name = chosen->name.empty() ? "(any)" : chosen->name;
       std::string mine;
       if (c.has_slot) mine = name + " had " + std::to_string(free_in(chosen->name) + 1) + " free slot(s)";
-      else if (best) mine = name + " is autoscaled: no free slot now, the pending pod asks for a node";
-      else mine = "no pool has a free slot: " + name + " is the most preferred, the pod waits there";
+      else mine = name + " is autoscaled: no free slot now, the pending pod asks for a node";
       c.why = why.empty() ? mine : why + "; " + mine;
     }
     return c;

@@ -29,7 +29,8 @@
 //      no unschedulableSeconds wait for a pool that cannot grow.
 //  4'. New workers go to the most preferred available pool that can take them now: one with a
 //      free slot, or an autoscaled one (its pending pod asks the autoscaler for a node). With no
-//      room anywhere, the most preferred available pool (the pod waits; rule 2 applies).
+//      room anywhere none is created (it would compete for the next free slot with the stages
+//      that need it more); the next node or pod event plans again.
 //  4b. A stage with fewer than minPerStage serving workers (bound, or holding a free slot) gets a
 //      surge worker (up to maxPerStage) from a pool with a free slot; rule 3 retires it once the
 //      preferred pool's worker is ready.

@@ -56,6 +56,7 @@ TEST(Capacity, SlotsAreTheScarcestResourceAndOnePodEach) {
   EXPECT_EQ(slots_in({{"cpu", 16}, {"pods", 110}}, {{"nvidia.com/gpu", 1}}), 0);  // no GPU on the node
   EXPECT_EQ(slots_in({{"cpu", 0.3}, {"pods", 10}}, {{"cpu", 0.1}}), 3);           // rounding tolerance
   EXPECT_EQ(slots_in({{"cpu", -1}, {"pods", 10}}, {{"cpu", 1}}), 0);              // overcommitted
+  EXPECT_EQ(slots_in({{"cpu", 8}}, {{"cpu", 2}}), 4);                              // no pod limit stated
 }
 
 TEST(Capacity, EveryBoundPodCountsNotOnlyOurs) {
@@ -109,7 +110,9 @@ TEST(Capacity, ThreePoolsOfTheMultiRegionExample) {
   EXPECT_EQ(cap.pools[2].free_slots, 2);
   // The on-demand node is not a spot pool's: its spot selector does not match.
   for (const auto& n : cap.nodes) {
-    if (n.name == "od-0") EXPECT_EQ(n.pools, std::vector<std::string>{"on-demand"});
+    if (n.name == "od-0") {
+      EXPECT_EQ(n.pools, std::vector<std::string>{"on-demand"});
+    }
   }
 }
 

@@ -288,12 +288,11 @@ TEST(PlacementCapacity, EmptyStagesAreFilledFirstWhenSlotsAreScarce) {
   in.workers = {bound("w0", 1, "a", 0, "n0"), bound("w1", 1, "a", 1, "n0"), bound("w2", 2, "a", 2, "n1")};
   in.capacity = std::vector<NodeSlots>{slots("n1", 1, {"a"})};
   auto plan = plan_workers(in);
-  // One free slot: stage 0 (no worker) gets it, not stage 2 (one); the others wait.
-  std::map<int, int> placed;
-  for (const auto& c : plan.creates)
-    if (!c.waits) ++placed[c.stage];
-  EXPECT_EQ(placed, (std::map<int, int>{{0, 1}}));
-  EXPECT_EQ(plan.creates.size(), 3u);
+  // One free slot: stage 0 (no worker) gets it, not stage 2 (one); nothing is created to wait
+  // for the next slot (it would compete with the stages that need it more).
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_EQ(plan.creates[0].stage, 0);
+  EXPECT_FALSE(plan.creates[0].waits);
 }
 
 TEST(PlacementCapacity, AStrandedWorkerMovesAtOnceToAPoolWithAFreeSlot) {
@@ -347,13 +346,12 @@ TEST(PlacementCapacity, AFullPoolIsPassedOverWithoutWaiting) {
     EXPECT_EQ(c.reason, "Initial");
   }
   EXPECT_NE(plan.creates[1].why.find("eu: no free slot"), std::string::npos) << plan.creates[1].why;
-  // maxWorkers still bounds a pool with free slots.
+  // maxWorkers still bounds a pool with free slots; with no room left the second is not created.
   in.pools[2].max_workers = 0;
   plan = plan_workers(in);
   EXPECT_EQ(creates_by_pool(plan)["od"], 0);
-  EXPECT_EQ(plan.creates.size(), 2u);  // the second one waits in the most preferred pool
-  EXPECT_TRUE(plan.creates[1].waits);
-  EXPECT_EQ(plan.creates[1].pool, "us");
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_EQ(plan.creates[0].pool, "eu");
 }
 
 TEST(PlacementCapacity, AnAutoscaledPoolKeepsItsReplacementWhileASurgeWorkerServes) {
@@ -430,13 +428,11 @@ TEST(PlacementCapacity, AnEmptyStageTakesTheSlotOfTheFullestStageInTheSamePass) 
       EXPECT_EQ(d.stage, 1);
     }
   EXPECT_EQ(reassigned, 1);
-  ASSERT_EQ(plan.creates.size(), 2u);
-  int placed = 0;
-  for (const auto& c : plan.creates) {
-    EXPECT_EQ(c.stage, 0);
-    placed += !c.waits;
-  }
-  EXPECT_EQ(placed, 1);  // one of them gets the freed slot
+  ASSERT_EQ(plan.creates.size(), 1u);  // the freed slot's; no second one to compete for it
+  EXPECT_EQ(plan.creates[0].stage, 0);
+  EXPECT_EQ(plan.creates[0].reason, "Reassigned");
+  EXPECT_FALSE(plan.creates[0].waits);
+  EXPECT_NE(plan.creates[0].why.find("took the slot of"), std::string::npos) << plan.creates[0].why;
 
   // Next pass: the taken worker is terminating; its slot is the stage-0 worker's: no second steal.
   PlacementInput next = input(2, 2, {pool("gpu", 0, 4)});
@@ -467,8 +463,22 @@ TEST(PlacementCapacity, OverlappingPoolsCountASharedSlotOnce) {
   auto in = input(2, 1, {pool("a", 10), pool("b", 10)});
   in.capacity = std::vector<NodeSlots>{slots("n", 1, {"a", "b"})};
   auto plan = plan_workers(in);
-  ASSERT_EQ(plan.creates.size(), 2u);
-  EXPECT_EQ(plan.creates[0].waits + plan.creates[1].waits, 1);
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_FALSE(plan.creates[0].waits);
+}
+
+TEST(PlacementCapacity, AStageWaitingForASlotGetsTheNextOneFirst) {
+  // No room: nothing created. A slot frees: the empty stage's worker takes it.
+  auto in = input(2, 1, {pool("a", 10)});
+  in.workers = {bound("w1", 1, "a", 1, "n0")};
+  in.capacity = std::vector<NodeSlots>{slots("n0", 0, {"a"})};
+  auto plan = plan_workers(in);
+  EXPECT_TRUE(plan.creates.empty());
+  EXPECT_TRUE(plan.deletes.empty());
+  in.capacity = std::vector<NodeSlots>{slots("n0", 1, {"a"})};
+  plan = plan_workers(in);
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_EQ(plan.creates[0].stage, 0);
 }
 
 }  // namespace
