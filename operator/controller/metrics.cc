@@ -61,6 +61,8 @@ OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Regi
                   .Help("Full lists per watched resource (first sync and every 410 Gone)").Register(*registry_);
   registry_reads_ = &BuildCounter().Name("swarm_operator_registry_reads_total")
                          .Help("Reads of job registries (progress) by result").Register(*registry_);
+  job_failures_ = &BuildCounter().Name("swarm_operator_job_failures_total")
+                       .Help("Jobs that turned Failed on a failure their registry reported, by reason").Register(*registry_);
 }
 
 OperatorMetrics::~OperatorMetrics() = default;
@@ -92,6 +94,7 @@ void OperatorMetrics::add_api_request(const std::string& verb) { api_requests_->
 void OperatorMetrics::add_registry_read(const std::string& result) {
   registry_reads_->Add({{"result", result}}).Increment();
 }
+void OperatorMetrics::add_job_failure(const std::string& reason) { job_failures_->Add({{"reason", reason}}).Increment(); }
 void OperatorMetrics::set_relists(const std::string& resource, double total) {
   relists_->Add({{"resource", resource}}).Set(total);
 }

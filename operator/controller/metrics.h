@@ -46,6 +46,7 @@ class OperatorMetrics {
   void add_api_request(const std::string& verb);
   void set_relists(const std::string& resource, double total);
   void add_registry_read(const std::string& result);
+  void add_job_failure(const std::string& reason);
 
   // Per-job views; the exported gauges are the sums over jobs (a deleted job: forget_job).
   using WorkerKey = std::tuple<std::string, int, std::string>;  // pool, stage, phase
@@ -58,6 +59,7 @@ class OperatorMetrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* reconciles_;
+  prometheus::Family<prometheus::Counter>* job_failures_;
   prometheus::Histogram* reconcile_duration_;
   prometheus::Counter* reconcile_errors_;
   prometheus::Gauge* queue_depth_;

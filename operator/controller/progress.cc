@@ -31,7 +31,43 @@ RegistryStats parse_registry_stats(const json& j) {
     if (!ev.is_object()) throw std::invalid_argument("events: must be an object, got " + ev.dump());
     for (const auto& [kind, count] : ev.items()) s.events[kind] = count_field(count, "events." + kind);
   }
+  if (j.contains("failure") && !j.at("failure").is_null()) {
+    const json& f = j.at("failure");
+    if (!f.is_object()) throw std::invalid_argument("failure: must be an object, got " + f.dump());
+    JobFailure failure;
+    if (!f.contains("reason") || !f.at("reason").is_string() || f.at("reason").get<std::string>().empty())
+      throw std::invalid_argument("failure.reason: must be a non-empty string, got " + f.value("reason", json()).dump());
+    failure.reason = f.at("reason").get<std::string>();
+    if (f.contains("stage")) failure.stage = static_cast<int>(count_field(f.at("stage"), "failure.stage"));
+    if (f.contains("step")) failure.step = count_field(f.at("step"), "failure.step");
+    if (f.contains("message")) {
+      if (!f.at("message").is_string()) throw std::invalid_argument("failure.message: must be a string, got " + f.at("message").dump());
+      failure.message = f.at("message").get<std::string>();
+    }
+    s.failure = failure;
+  }
   return s;
+}
+
+std::string describe(const JobFailure& f) {
+  std::string out = f.reason;
+  if (f.stage >= 0) out += " in stage " + std::to_string(f.stage);
+  if (f.step >= 0) out += " at step " + std::to_string(f.step);
+  if (!f.message.empty()) out += ": " + f.message;
+  return out + " (reported by the job's registry)";
+}
+
+bool apply_failure(SwarmJobStatus& status, const std::optional<JobFailure>& failure, std::int64_t generation,
+                   const std::string& now) {
+  const Condition* before = find_condition(status.conditions, "Failed");
+  const bool was = before && before->status == "True";
+  if (!failure) {
+    if (before) set_condition(status.conditions, {"Failed", "False", "AsExpected", "the registry reports no failure", "", generation}, now);
+    return false;
+  }
+  set_condition(status.conditions, {"Failed", "True", failure->reason, describe(*failure), "", generation}, now);
+  status.phase = "Failed";
+  return !was;
 }
 
 JobProgress merge_progress(const JobProgress& previous, const std::vector<planner::PeerRecord>& workers,

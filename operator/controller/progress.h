@@ -6,7 +6,9 @@
 //   GET /v1/peers?role=worker  every live worker's last heartbeat: stage, state, round (= optimizer
 //                              steps its stage has taken), samplesPerSecond (capacity: samples per
 //                              compute-second), queueLength
-//   GET /v1/stats              {"rebalanceMoves", "events": {kind: count}, "assignments"}
+//   GET /v1/stats              {"rebalanceMoves", "events": {kind: count}, "assignments", and, only
+//                              when the job has failed, "failure": {"reason": "StageReset",
+//                              "stage": S, "step": N, "message": "..."}}
 // and how they are read:
 //   stage step        the largest round among the stage's live workers (a peer that is behind
 //                     re-syncs; the stage has taken as many steps as its most advanced peer)
@@ -24,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,9 +46,23 @@ struct StageProgress {
   std::int64_t queue_length = 0;
 };
 
+// A failure the registry reports for the whole job (e.g. StageReset: a stage lost its last peer
+// and came back without its state).
+struct JobFailure {
+  std::string reason;   // CamelCase, e.g. StageReset
+  int stage = -1;       // -1: not given
+  std::int64_t step = -1;
+  std::string message;
+  bool operator==(const JobFailure& o) const {
+    return reason == o.reason && stage == o.stage && step == o.step && message == o.message;
+  }
+  bool operator!=(const JobFailure& o) const { return !(*this == o); }
+};
+
 struct RegistryStats {
   std::int64_t rebalance_moves = 0;
   std::map<std::string, std::int64_t> events;
+  std::optional<JobFailure> failure;  // absent while the job is healthy
 };
 
 struct JobProgress {
@@ -73,6 +90,13 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
 // rebalanceMoves, swarmEvents. `step_changed_at` is given as RFC 3339 (lastStepTime) by the
 // caller. Stages are matched by index; status.stages must already hold one entry per stage.
 void apply_progress(SwarmJobStatus& status, const JobProgress& progress, const std::string& last_step_time);
+
+// The registry's failure in status: condition Failed=True with the failure's reason and a message
+// naming stage and step, and phase Failed; with no failure in a good reading, Failed=False. Returns
+// true when the job turned Failed by this reading (the caller records an Event and counts it).
+bool apply_failure(SwarmJobStatus& status, const std::optional<JobFailure>& failure, std::int64_t generation,
+                   const std::string& now);
+std::string describe(const JobFailure& f);
 
 // Registry base URL of a job: the annotation swarm-operator.io/registry-url when set, else
 // `url_template` with {job} and {namespace} replaced (default: the job's registry Service).

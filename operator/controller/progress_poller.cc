@@ -24,7 +24,7 @@ bool differs(const ProgressReading& a, const ProgressReading& b) {
   const auto& x = a.progress;
   const auto& y = b.progress;
   if (x.step != y.step || x.samples_per_second != y.samples_per_second || x.stats.rebalance_moves != y.stats.rebalance_moves ||
-      x.stats.events != y.stats.events || x.stages.size() != y.stages.size())
+      x.stats.events != y.stats.events || x.stats.failure != y.stats.failure || x.stages.size() != y.stages.size())
     return true;
   for (size_t i = 0; i < x.stages.size(); ++i) {
     const auto& s = x.stages[i];

@@ -185,6 +185,12 @@ void Reconciler::apply_registry_reading(const SwarmJob& job, const std::string& 
   if (reading->has_progress) {
     apply_progress(status, reading->progress,
                    reading->step_changed_unix > 0 ? kube::format_time(kube::from_seconds(reading->step_changed_unix)) : "");
+    const auto& failure = reading->progress.stats.failure;
+    if (apply_failure(status, failure, job.generation, now_s)) {
+      spdlog::warn("{}: failed: {}", key, describe(*failure));
+      record(job, "Warning", failure->reason, describe(*failure));
+      metrics_.add_job_failure(failure->reason);
+    }
   }
   const Condition* before = find_condition(status.conditions, "RegistryReachable");
   const bool was_ok = !before || before->status == "True";
@@ -433,15 +439,25 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   keep_singletons(job, trainers, static_cast<int>(job.spec.trainers.count), "trainer", avoid_nodes);
 
   // Status.
-  derive_status(job, in, plan, workers, trainers, capacity ? &*capacity : nullptr, old_pools, status, now_s);
+  const std::string old_phase = status.phase;
+  const auto metric_workers =
+      derive_status(job, in, plan, workers, trainers, capacity ? &*capacity : nullptr, old_pools, status, now_s);
   if (progress_) apply_registry_reading(job, key, status, now_s);
+  // A failure the registry reported stays until a reading says otherwise (the poller stops reading
+  // a Failed job's registry, so its last word stands).
+  if (const Condition* failed = find_condition(status.conditions, "Failed"); failed && failed->status == "True")
+    status.phase = "Failed";
+  if (old_phase != status.phase)
+    record(job, status.phase == "Degraded" || status.phase == "Failed" ? "Warning" : "Normal", "Phase" + status.phase,
+           "phase " + old_phase + " -> " + status.phase);
+  metrics_.set_job(key, status.phase, metric_workers);
   write_status(*obj, status);
 
   if (plan.requeue_at > 0) result.requeue_after_seconds = std::max(0.05, plan.requeue_at - now);
   return result;
 }
 
-void Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, const PlacementPlan& plan,
+std::map<OperatorMetrics::WorkerKey, int> Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, const PlacementPlan& plan,
                                const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
                                const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
                                SwarmJobStatus& status, const std::string& now_s) {
@@ -522,6 +538,7 @@ void Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, co
     if (!t.terminating && t.state == WorkerState::Ready) ++status.trainers_ready;
   const std::string old_phase = status.phase;
   if (degraded_stages == 0) status.phase = "Running";
+  else if (old_phase == "Failed") status.phase = "Degraded";  // a failure cleared by the registry
   else if (old_phase == "Running" || old_phase == "Degraded") status.phase = "Degraded";
   else status.phase = "Pending";
   const auto gen = job.generation;
@@ -539,10 +556,7 @@ void Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, co
                 {"PoolOverflow", overflow ? "True" : "False", overflow ? "PoolUnschedulable" : "AllPoolsAvailable",
                  overflow ? "some pools cannot schedule workers; their workers run in the next pool by priority"
                           : "every pool is available", "", gen}, now_s);
-  if (old_phase != status.phase)
-    record(job, status.phase == "Degraded" ? "Warning" : "Normal", "Phase" + status.phase,
-           "phase " + old_phase + " -> " + status.phase);
-  metrics_.set_job(key, status.phase, metric_workers);
+  return metric_workers;
 }
 
 }  // namespace swarm::op

@@ -55,8 +55,9 @@ class Reconciler {
   // Trainers and the registry: fixed counts, replaced when their node goes.
   void keep_singletons(const SwarmJob& job, std::vector<PodView>& pods, int desired, const std::string& role,
                        const std::vector<std::string>& avoid_nodes);
-  // Derive status: stages, pools (with capacity), phase and conditions.
-  void derive_status(const SwarmJob& job, const planner::PlacementInput& in, const planner::PlacementPlan& plan,
+  // Derive status: stages, pools (with capacity), phase and conditions; returns the worker counts
+  // for the metrics.
+  std::map<OperatorMetrics::WorkerKey, int> derive_status(const SwarmJob& job, const planner::PlacementInput& in, const planner::PlacementPlan& plan,
                      const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
                      const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
                      SwarmJobStatus& status, const std::string& now_s);
@@ -67,7 +68,8 @@ class Reconciler {
   World& world_;
   const ProgressPoller* progress_ = nullptr;
   std::mutex mu_;
-  std::map<std::string, std::string> ensured_;  // job uid -> "generation" whose support objects exist
+  std::map<std::string, std::string> ensured_;
+  // job uid -> "generation" whose support objects exist
 };
 
 }  // namespace swarm::op

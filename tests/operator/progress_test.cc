@@ -168,5 +168,43 @@ TEST(ProgressTest, RegistryUrlFromAnnotationOrTemplate) {
   EXPECT_EQ(registry_url_for(job, kDefaultRegistryUrlTemplate), "http://127.0.0.1:9");
 }
 
+TEST(ProgressTest, ARegistryFailureTurnsTheJobFailedAndIsParsedStrictly) {
+  RegistryStats s = parse_registry_stats(json::parse(
+      R"({"rebalanceMoves": 0, "failure": {"reason": "StageReset", "stage": 1, "step": 42, "message": "stage 1 lost its last peer and has no checkpoint"}})"));
+  ASSERT_TRUE(s.failure);
+  EXPECT_EQ(s.failure->reason, "StageReset");
+  EXPECT_EQ(s.failure->stage, 1);
+  EXPECT_EQ(s.failure->step, 42);
+  EXPECT_FALSE(parse_registry_stats(json::parse(R"({"failure": null})")).failure);  // healthy
+  EXPECT_FALSE(parse_registry_stats(json::object()).failure);
+  for (const char* text : {R"({"failure": "StageReset"})", R"({"failure": {"stage": 1}})",
+                           R"({"failure": {"reason": "StageReset", "step": -1}})",
+                           R"({"failure": {"reason": "StageReset", "message": 7}})"}) {
+    try {
+      parse_registry_stats(json::parse(text));
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("failure"), std::string::npos) << e.what();
+    }
+  }
+
+  SwarmJobStatus status;
+  status.phase = "Running";
+  EXPECT_FALSE(apply_failure(status, std::nullopt, 3, "2026-01-01T00:00:00Z"));
+  EXPECT_EQ(status.phase, "Running");
+  EXPECT_EQ(find_condition(status.conditions, "Failed"), nullptr);  // no condition until there is news
+  EXPECT_TRUE(apply_failure(status, s.failure, 3, "2026-01-01T00:00:01Z"));
+  EXPECT_EQ(status.phase, "Failed");
+  const Condition* c = find_condition(status.conditions, "Failed");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "True");
+  EXPECT_EQ(c->reason, "StageReset");
+  EXPECT_NE(c->message.find("stage 1 at step 42"), std::string::npos) << c->message;
+  EXPECT_NE(c->message.find("no checkpoint"), std::string::npos) << c->message;
+  EXPECT_FALSE(apply_failure(status, s.failure, 3, "2026-01-01T00:00:02Z")) << "turned Failed once, not per reading";
+  EXPECT_FALSE(apply_failure(status, std::nullopt, 3, "2026-01-01T00:00:03Z"));
+  EXPECT_EQ(find_condition(status.conditions, "Failed")->status, "False");
+}
+
 }  // namespace
 }  // namespace swarm::op
