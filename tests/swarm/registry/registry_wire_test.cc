@@ -78,7 +78,7 @@ TEST_F(ServiceTest, ProgressAndMatchmaking) {
   announce("a", 0);
   announce("b", 0);
   json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
-  EXPECT_EQ(v, json::parse(R"({"round":3,"samplesTotal":5,"target":8,"targetReached":false})"));
+  EXPECT_EQ(v, json::parse(R"({"round":3,"samplesTotal":5,"target":8,"targetReached":false,"newestRound":3})"));
   v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"b","samples":3,"target":8})");
   EXPECT_EQ(v["targetReached"], true);
 
@@ -96,6 +96,66 @@ TEST_F(ServiceTest, ProgressAndMatchmaking) {
   announce("c", 0);
   EXPECT_EQ(error("POST", join, R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":30})", 409),
             "round closed");
+}
+
+// Issue 11: a worker that finds its stage without state after the job trained reports the job's
+// failure; the first report stands, /v1/stats shows it (absent while healthy), /metrics counts it.
+TEST_F(ServiceTest, AStageResetFailsTheJobInStatsAndMetrics) {
+  auto metric = [&](const std::string& line) {
+    return svc_.handle("GET", "/metrics", "", "").body.find(line) != std::string::npos;
+  };
+  EXPECT_FALSE(call("GET", "/v1/stats").contains("failure"));
+  EXPECT_TRUE(metric("\nswarm_job_failed 0\n"));
+  EXPECT_TRUE(metric("\nswarm_stage_reset_total 0\n"));
+  json f = call("POST", "/v1/failure",
+                R"({"reason":"StageReset","stage":1,"step":33,"message":"stage 1 lost its state at step 33"})");
+  const json want = json::parse(
+      R"({"reason":"StageReset","stage":1,"step":33,"message":"stage 1 lost its state at step 33"})");
+  EXPECT_EQ(f["failure"], want);
+  call("POST", "/v1/failure", R"({"reason":"StageReset","stage":0,"step":40,"message":"later"})");
+  EXPECT_EQ(call("GET", "/v1/stats")["failure"], want);  // the first stands
+  EXPECT_TRUE(metric("\nswarm_job_failed 1\n"));
+  EXPECT_TRUE(metric("\nswarm_stage_reset_total 2\n"));
+  EXPECT_EQ(error("POST", "/v1/failure", R"({"stage":1,"step":3})"),
+            "reason: must be a string of 1-64 characters, got nothing");
+  EXPECT_EQ(error("POST", "/v1/failure", R"({"reason":"StageReset","stage":-1,"step":3})").substr(0, 6), "stage:");
+}
+
+// The stage's newest round: in /v1/stats (stageRounds), in every progress reply, and in the 409 of
+// a join to a finished round (a peer learns how far its stage got).
+TEST_F(ServiceTest, TheNewestRoundOfAStageIsPublished) {
+  announce("a", 0);
+  call("POST", "/v1/stages/0/rounds/2/progress", R"({"peerId":"a","samples":1,"target":8})");
+  call("POST", "/v1/stages/0/rounds/9/progress", R"({"peerId":"a","samples":1,"target":8})");
+  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"]["0"], 9);
+  json v = call("POST", "/v1/stages/0/rounds/2/progress", R"({"peerId":"a","samples":1,"target":8})");
+  EXPECT_EQ(v["newestRound"], 9);
+  EXPECT_EQ(v["targetReached"], true);  // round 2 is finished as far as the book is concerned
+  json closed = call("POST", "/v1/stages/0/rounds/2/attempts/0/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})", 409);
+  EXPECT_EQ(closed["newestRound"], 9);
+}
+
+// A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
+// drops that gradient itself ("dropped" with its progress), they are not counted again. A drop the
+// registry had not counted is counted.
+TEST_F(ServiceTest, DroppedSamplesCountOnceWhenTheRegistryAlreadyCountedThem) {
+  auto lost = [&] { return call("GET", "/v1/stats")["events"].value("samples_lost", 0); };
+  announce("a", 0);
+  announce("b", 0);
+  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"a","samples":12,"target":64})");
+  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"b","samples":5,"target":64})");
+  now_ += 1.5;
+  announce("b", 0);
+  now_ += 1.0;  // a: silent for 2.5 s, expired, its 12 samples lost
+  call("GET", "/v1/peers");
+  EXPECT_EQ(lost(), 12);
+  EXPECT_EQ(call("GET", "/v1/stats")["events"].value("peers_lost", 0), 1);
+  announce("a", 0);  // SIGCONT: it is back, finds round 4 closed and drops its 12 samples
+  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"a","samples":0,"target":64,"dropped":12})");
+  EXPECT_EQ(lost(), 12) << "counted twice";
+  // b falls behind on its own (never expired): its drop counts.
+  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"b","samples":0,"target":64,"dropped":5})");
+  EXPECT_EQ(lost(), 17);
 }
 
 TEST_F(ServiceTest, BadInputNamesTheField) {
@@ -145,7 +205,7 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"peerId":"w2","role":"trainer","host":"h"})"),
             "peerId: must match the path's \"w1\", got \"w2\"");
   EXPECT_EQ(error("PUT", "/v1/peers/w1", R"({"role":"trainer","host":"h","state":"asleep"})"),
-            "state: must be one of joining, serving, averaging, draining, got \"asleep\"");
+            "state: must be one of joining, serving, averaging, draining, failed, got \"asleep\"");
   EXPECT_EQ(error("PUT", "/v1/peers/w%201", R"({"role":"trainer","host":"h"})"),
             "peerId: must be 1-128 characters of [A-Za-z0-9._-], got \"w 1\"");
   EXPECT_EQ(error("PUT", "/v1/peers/w%2", "{}"), "path: malformed percent-encoding, got \"w%2\"");

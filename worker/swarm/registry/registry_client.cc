@@ -131,6 +131,12 @@ json RegistryClient::stats() {
   return impl_->decoded(base_url_, methods::GET, "/v1/stats", r, [](const json& j) { return j; });
 }
 
+void RegistryClient::report_failure(const std::string& reason, int stage, int64_t step,
+                                    const std::string& message) {
+  json body{{"reason", reason}, {"stage", stage}, {"step", step}, {"message", message}};
+  impl_->checked(base_url_, methods::POST, "/v1/failure", &body);
+}
+
 void RegistryClient::withdraw(const std::string& peer_id, bool settled) {
   const std::string path =
       "/v1/peers/" + web::uri::encode_data_string(peer_id) + (settled ? "?settled=true" : "");
@@ -165,6 +171,13 @@ planner::ProgressView RegistryClient::report_progress(int stage, int64_t round,
                   {"admitted", std::max(admitted, samples)}};
   Reply r = impl_->checked(base_url_, methods::POST, path, &body);
   return impl_->decoded(base_url_, methods::POST, path, r, wire::progress_from_json);
+}
+
+void RegistryClient::report_dropped(int stage, int64_t round, const std::string& peer, int64_t target,
+                                    int64_t dropped) {
+  const std::string path = round_path(stage, round) + "/progress";
+  const json body{{"peerId", peer}, {"samples", 0}, {"target", target}, {"admitted", 0}, {"dropped", dropped}};
+  impl_->checked(base_url_, methods::POST, path, &body);
 }
 
 bool RegistryClient::join_round(int stage, int64_t round, int attempt, const planner::Member& m,

@@ -46,8 +46,14 @@ class RegistryClient : public Discovery, public RoundCoordinator {
 
   // Counts `count` occurrences of `kind` (e.g. "checkpoint_restores") in the registry's stats.
   void add_event(const std::string& kind, int64_t count);
-  // GET /v1/stats: {"rebalanceMoves", "events": {kind: count}, "assignments": {peer: stage}}.
+  // GET /v1/stats: {"rebalanceMoves", "events": {kind: count}, "assignments": {peer: stage},
+  // "stageRounds": {stage: newest round}, "failure": {...} (absent while healthy)}.
   nlohmann::json stats();
+  // Progress of 0 samples for (stage, round) with "dropped": this peer dropped `dropped` samples of
+  // its gradient of that round; the registry counts them in samples_lost (once).
+  void report_dropped(int stage, int64_t round, const std::string& peer, int64_t target, int64_t dropped);
+  // POST /v1/failure: the job cannot go on (reason "StageReset", ...); the registry keeps the first.
+  void report_failure(const std::string& reason, int stage, int64_t step, const std::string& message);
 
   // GET /healthz: true when the registry answers 200 within the timeout; never throws.
   bool healthy();

@@ -109,6 +109,9 @@ void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   const int64_t lost = rounds_.abandon(rec.stage, rec.peer_id);
   events_["peers_lost"] += 1;
   if (lost <= 0) return;
+  // Should the peer come back (it was frozen, not dead) and drop that gradient itself, it must not
+  // count it again (see "dropped" in the progress handler).
+  if (auto it = last_progress_.find(rec.peer_id); it != last_progress_.end()) counted_lost_[rec.peer_id] = it->second;
   events_["samples_lost"] += lost;
   spdlog::warn("registry: worker {} of stage {} is gone with {} samples of gradient not averaged: "
                "counted as lost",
@@ -182,6 +185,14 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
       for (const auto& [key, count] : census)
         out += "swarm_registry_peers{role=\"" + std::get<0>(key) + "\",stage=\"" + std::to_string(std::get<1>(key)) +
                "\",state=\"" + std::get<2>(key) + "\"} " + std::to_string(count) + "\n";
+      out += "# HELP swarm_job_failed 1 once the job failed (a stage came back without its state while others "
+             "had trained: reason StageReset); see GET /v1/stats \"failure\"\n"
+             "# TYPE swarm_job_failed gauge\n"
+             "swarm_job_failed " + std::string(failure_.is_null() ? "0" : "1") + "\n"
+             "# HELP swarm_stage_reset_total Stages that came back without their state (no live peer, no "
+             "checkpoint) after the job had trained\n"
+             "# TYPE swarm_stage_reset_total counter\n"
+             "swarm_stage_reset_total " + std::to_string(stage_resets_) + "\n";
       if (options_.num_stages > 0) {
         // Every stage of the job, 0 included: an empty stage stalls training, and a series that
         // is absent could not say so.
@@ -293,10 +304,38 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
       events_[j.at("kind").get<std::string>()] += count;
       return reply(200, json::object());
     }
+    if (n == 2 && seg[0] == "v1" && seg[1] == "failure") {
+      if (method != "POST") return wrong_method("POST");
+      const json j = wire::parse_object(body);
+      if (!j.contains("reason") || !j.at("reason").is_string() || j.at("reason").get<std::string>().empty() ||
+          j.at("reason").get<std::string>().size() > 64)
+        throw BadField("reason", "must be a string of 1-64 characters",
+                       j.contains("reason") ? wire::describe(j.at("reason")) : "nothing");
+      const int64_t stage = wire::get_int(j, "stage", 0, kMaxStage);
+      const int64_t step = wire::get_int(j, "step", 0, kMaxRound);
+      std::string message = j.contains("message") && j.at("message").is_string() ? j.at("message").get<std::string>() : "";
+      if (message.size() > 1024) message = message.substr(0, 1024);
+      std::lock_guard<std::mutex> lock(mu_);
+      const std::string reason = j.at("reason").get<std::string>();
+      if (reason == "StageReset") ++stage_resets_;
+      if (failure_.is_null()) {
+        // The first failure stands: later reports are consequences of it.
+        failure_ = json{{"reason", reason}, {"stage", stage}, {"step", step}, {"message", message}};
+        spdlog::error("registry: the job failed: {} (stage {}, step {}): {}", reason, stage, step, message);
+      }
+      return reply(200, json{{"failure", failure_}});
+    }
     if (n == 2 && seg[0] == "v1" && seg[1] == "stats") {
       if (method != "GET") return wrong_method("GET");
       std::lock_guard<std::mutex> lock(mu_);
-      return reply(200, json{{"rebalanceMoves", rebalance_moves_}, {"events", events_}, {"assignments", assignments_}});
+      json stage_rounds = json::object();
+      for (int st = 0; st < options_.num_stages; ++st) stage_rounds[std::to_string(st)] = std::max<int64_t>(0, rounds_.newest_round(st));
+      for (const auto& [st, r] : stage_round_high_)
+        stage_rounds[std::to_string(st)] = std::max(r, stage_rounds.value(std::to_string(st), int64_t{0}));
+      json out{{"rebalanceMoves", rebalance_moves_}, {"events", events_}, {"assignments", assignments_},
+               {"stageRounds", stage_rounds}};
+      if (!failure_.is_null()) out["failure"] = failure_;
+      return reply(200, out);
     }
 
     if (n >= 5 && seg[0] == "v1" && seg[1] == "stages" && seg[3] == "rounds") {
@@ -316,10 +355,27 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           const int64_t samples = wire::get_int(j, "samples", 0, kMaxRound);
           const int64_t target = wire::get_int(j, "target", 1, kMaxRound);
           const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxRound, samples);
+          const int64_t dropped = wire::get_int_or(j, "dropped", 0, kMaxRound, 0);
           std::lock_guard<std::mutex> lock(mu_);
           const double t = now();
-          return reply(200, wire::to_json(rounds_.report_progress(stage, round, peer, samples,
-                                                                  target, peers_, t, admitted)));
+          if (dropped > 0) {
+            // The peer dropped its gradient of this round (it fell behind). Counted once: not if
+            // the registry already counted it when the peer expired (a frozen peer coming back).
+            auto it = counted_lost_.find(peer);
+            if (it != counted_lost_.end() && it->second == std::make_pair(stage, round)) {
+              counted_lost_.erase(it);
+            } else {
+              events_["samples_lost"] += dropped;
+            }
+          }
+          last_progress_[peer] = {stage, round};
+          auto& high = stage_round_high_[stage];
+          high = std::max(high, round);
+          json out = wire::to_json(rounds_.report_progress(stage, round, peer, samples, target, peers_, t, admitted));
+          // The stage's newest round: a peer whose round the book has finished without it learns
+          // how far its stage got (stage_membership.cc, resync).
+          out["newestRound"] = rounds_.newest_round(stage);
+          return reply(200, out);
         }
         if (join) {
           if (method != "POST") return wrong_method("POST");
@@ -329,7 +385,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           std::lock_guard<std::mutex> lock(mu_);
           const double t = now();
           if (rounds_.join(stage, round, attempt, m, gather, t) == planner::JoinResult::Closed) {
-            return error(409, "round closed");
+            return reply(409, json{{"error", "round closed"}, {"newestRound", rounds_.newest_round(stage)}});
           }
           return reply(200, json{{"joined", true}});
         }

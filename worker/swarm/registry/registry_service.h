@@ -9,17 +9,32 @@
 //          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
-//   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"]}
+//   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
+//                                                  "dropped": the peer dropped that many samples of its
+//                                                  gradient of round r (it fell behind): counted in
+//                                                  "samples_lost" unless already counted when it expired
 //                                                  -> ProgressView (admitted >= samples; default samples)
+//                                                     + "newestRound": the stage's newest round in the book
 //   POST   /v1/stages/{s}/rounds/{r}/attempts/{a}/join   Member + "gatherSeconds"
-//                                                  -> 200 {"joined": true} | 409 {"error": "round closed"}
+//                                                  -> 200 {"joined": true} | 409 {"error": "round closed",
+//                                                     "newestRound": the stage's newest round}
 //   GET    /v1/stages/{s}/rounds/{r}/attempts/{a}/group              -> GroupView
 //   POST   /v1/events                              {"kind","count"}  -> {} (counts what peers report:
 //                                                  checkpoint restores, lost samples, hand-offs...)
+//   POST   /v1/failure                             {"reason","stage","step","message"} -> {"failure": the
+//                                                  job's failure}: a worker says the job cannot go on
+//                                                  (reason "StageReset": its stage came back with neither
+//                                                  a live peer nor a checkpoint after the job trained);
+//                                                  the first report stands
 //   GET    /v1/stats                                                 -> {"rebalanceMoves", "events",
-//                                                                        "assignments"}
+//                                                                        "assignments", "stageRounds":
+//                                                                        {stage: newest round seen},
+//                                                                        "failure": {"reason", "stage",
+//                                                                        "step", "message"} (absent while
+//                                                                        healthy)}
 //   GET    /metrics                                                  -> Prometheus text format:
-//          swarm_rebalance_moves_total, swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state}
+//          swarm_rebalance_moves_total, swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state},
+//          swarm_job_failed (0/1), swarm_stage_reset_total
 //   GET    /healthz                                                  -> {"status": "ok"}
 //
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
@@ -40,6 +55,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "planner/peer_table.h"
 #include "planner/rebalance.h"
@@ -89,6 +106,11 @@ class RegistryService {
   int64_t rebalance_moves_ = 0;
   double started_at_ = 0;
   std::map<std::string, int64_t> events_;
+  std::map<int, int64_t> stage_round_high_;  // newest round any peer reported progress in, per stage
+  nlohmann::json failure_;                   // null while healthy; the first failure reported
+  int64_t stage_resets_ = 0;
+  std::map<std::string, std::pair<int, int64_t>> last_progress_;  // peer -> (stage, round) it last reported
+  std::map<std::string, std::pair<int, int64_t>> counted_lost_;   // peer -> (stage, round) counted lost on expiry
 };
 
 }  // namespace swarm::registry

@@ -183,8 +183,8 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
   }
   r.metrics_port = static_cast<int>(get_int_or(j, "metricsPort", 0, 65535, 0));
   r.state = get_string(j, "state", "", false, "joining");
-  if (!is_one_of(r.state, {"joining", "serving", "averaging", "draining"})) {
-    throw BadField("state", "must be one of joining, serving, averaging, draining",
+  if (!is_one_of(r.state, {"joining", "serving", "averaging", "draining", "failed"})) {
+    throw BadField("state", "must be one of joining, serving, averaging, draining, failed",
                    describe(j.at("state")));
   }
   r.round = get_int_or(j, "round", 0, kI64Max, 0);
