@@ -17,11 +17,16 @@ bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint) {
   return false;
 }
 
-bool admits(const PoolSelector& pool, const NodeFacts& node) {
+bool selects(const PoolSelector& pool, const NodeFacts& node) {
   for (const auto& [k, v] : pool.node_selector) {
     auto it = node.labels.find(k);
     if (it == node.labels.end() || it->second != v) return false;
   }
+  return true;
+}
+
+bool admits(const PoolSelector& pool, const NodeFacts& node) {
+  if (!selects(pool, node)) return false;
   for (const auto& taint : node.taints) {
     if (taint.effect == "PreferNoSchedule") continue;  // a preference, never a refusal
     if (!tolerates(pool.tolerations, taint)) return false;
@@ -69,13 +74,16 @@ ClusterCapacity cluster_capacity(const std::vector<NodeFacts>& nodes, const std:
     const int empty_slots = slots_in(node->allocatable, worker_request);
     NodeSlots slots{node->name, free_slots, {}};
     for (size_t i = 0; i < pools.size(); ++i) {
-      if (!admits(pools[i], *node)) continue;
       PoolCapacity& pc = out.pools[i];
-      ++pc.nodes;
-      if (node->under_notice) {
+      // A node under notice counts as the pool's even when the notice is a taint it does not
+      // tolerate (karpenter.sh/disrupted...): that is capacity the pool is losing.
+      if (node->under_notice && selects(pools[i], *node)) {
+        ++pc.nodes;
         ++pc.under_notice;
         continue;
       }
+      if (!admits(pools[i], *node)) continue;
+      ++pc.nodes;
       if (!usable(*node)) {
         ++pc.unusable;
         continue;

@@ -5,7 +5,9 @@
 // (placement.h: PlacementInput::capacity).
 //
 // A pool admits a node when the node carries every label of the pool's selector (region and zone
-// included) and the pool tolerates every NoSchedule / NoExecute taint of the node. An admitted
+// included) and the pool tolerates every NoSchedule / NoExecute taint of the node. A node under a
+// reclaim notice counts as its pool's (under notice) on its labels alone: the notice is often a
+// taint the pool does not tolerate. An admitted
 // node is usable when it is Ready, not cordoned, not being deleted and under no reclaim notice;
 // only usable nodes count. A node's free room is its allocatable minus the requests of every pod
 // bound to it (any owner, terminating ones included: they hold their resources until they are
@@ -83,7 +85,8 @@ struct ClusterCapacity {
 inline constexpr int kMaxSlotsPerNode = 1024;
 
 bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint);
-bool admits(const PoolSelector& pool, const NodeFacts& node);
+bool selects(const PoolSelector& pool, const NodeFacts& node);  // labels only
+bool admits(const PoolSelector& pool, const NodeFacts& node);   // labels and taints
 bool usable(const NodeFacts& node);
 // How many times `request` (plus one pod) fits into `free`; a resource missing from `free` counts
 // as 0 when requested, except "pods" (a node that states no pod limit has none).

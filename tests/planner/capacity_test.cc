@@ -79,6 +79,7 @@ TEST(Capacity, NodesUnderNoticeNotReadyCordonedOrDeletingAreNotCapacity) {
   std::vector<NodeFacts> nodes;
   for (int i = 0; i < 5; ++i) nodes.push_back(node("us-" + std::to_string(i), "us-central1"));
   nodes[0].under_notice = true;
+  nodes[0].taints.push_back({"karpenter.sh/disrupted", "", "NoSchedule"});  // the notice, not tolerated
   nodes[1].ready = false;
   nodes[2].cordoned = true;
   nodes[3].deleting = true;
