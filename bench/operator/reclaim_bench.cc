@@ -2,6 +2,15 @@
 //   operator_bench reclaim [N=50]   N sequential reclaim notices (GKE termination taint); for each,
 //                                   seconds from the taint write to the replacement pod's ADDED
 //                                   event on a watch; prints p50/p99/max.
+//   operator_bench mass-loss [RUNS=3]
+//                                   examples/multi-region-spot.yaml's shape on 7 two-GPU nodes (3 spot
+//                                   us, 3 spot eu, 1 on-demand): a Karpenter taint on one us node,
+//                                   then the other two us nodes and one eu node deleted at once.
+//                                   Prints stage-unserved seconds (summed over stages: no ready
+//                                   worker / no scheduled worker), seconds until all 6 are ready,
+//                                   replacement created -> bound p50/p99.
+//   operator_bench autoscaled       the same with spot-us autoscaled: all its nodes deleted, one
+//                                   added 30 s later; seconds any stage spent below minPerStage.
 //   operator_bench scale [JOBS=50] [WORKERS=64] [SECONDS=60]
 //                                   JOBS jobs x WORKERS workers; operator RSS and API requests per
 //                                   minute while idle, then under churn (a node reclaimed every 5 s).
@@ -18,7 +27,7 @@
 #include "operator/kube/config.h"
 
 #include "operator/kube/informer.h"
-#include "tests/operator/fixtures.h"
+#include "tests/operator/capacity_fixture.h"
 
 using namespace swarm::optest;
 using namespace std::chrono_literals;
@@ -81,6 +90,7 @@ int bench_reclaim(int n) {
   pods.start();
   pods.wait_synced(10s);
   env.apply_yaml(job_yaml("bench", "  pipeline: {stages: 2}\n  workers: {perStage: 5}\n"
+                                   "  checkpoint: {path: /checkpoints}\n"
                                    "  nodePools:\n  - {name: spot, preemptible: true}\n"));
   if (!wait_until([&] { return count_ready(live_workers(env, "bench")) == 10; }, 60s)) {
     std::cerr << "job did not become ready\n";
@@ -126,6 +136,151 @@ int bench_reclaim(int n) {
   return 0;
 }
 
+// Worker pods' ADDED and first-bound times, from a watch of our own.
+struct BindWatch {
+  explicit BindWatch(TestEnv& env)
+      : client(swarm::kube::load_kubeconfig(env.kubeconfig()), {1000, 1000}),
+        pods(client, {"v1", "pods", "default", "swarm-operator.io/role=worker"}) {
+    pods.add_handler([this](swarm::kube::EventType t, const json& o, const json*) {
+      const std::string uid = o["metadata"].value("uid", "");
+      std::lock_guard<std::mutex> lock(mu);
+      if (t == swarm::kube::EventType::Added) added.emplace(uid, Clock::now());
+      if (t != swarm::kube::EventType::Deleted && !o["spec"].value("nodeName", "").empty()) bound.emplace(uid, Clock::now());
+    });
+    pods.start();
+    pods.wait_synced(10s);
+  }
+  ~BindWatch() { pods.stop(); }
+  // created -> bound seconds of pods ADDED after t0.
+  std::vector<double> latencies(Clock::time_point t0) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<double> out;
+    for (const auto& [uid, t] : added) {
+      if (t < t0) continue;
+      auto b = bound.find(uid);
+      if (b != bound.end()) out.push_back(std::chrono::duration<double>(b->second - t).count());
+    }
+    return out;
+  }
+  swarm::kube::Client client;
+  swarm::kube::Informer pods;
+  std::mutex mu;
+  std::map<std::string, Clock::time_point> added, bound;
+};
+
+int bench_mass_loss(int runs) {
+  std::vector<double> unserved, unscheduled, all_ready, lat;
+  for (int run = 0; run < runs; ++run) {
+    TestEnv env;
+    env.start_fake_kubelet();
+    create_seven_nodes(env);
+    auto op = env.start_operator({"--log-level", "info"});
+    BindWatch watch(env);
+    env.apply_yaml(job_yaml("spot-lm", gpu_spec(3, 2, 3, 4, "  placement: {unschedulableSeconds: 60}\n")));
+    if (!wait_until([&] { return count_ready(live_workers(env, "spot-lm")) == 6; }, 90s)) {
+      std::cerr << "job did not become ready\n";
+      return 1;
+    }
+    std::map<std::string, int> per_node;
+    for (const char* n : {"us-0", "us-1", "us-2"}) per_node[n] = 0;
+    for (const auto& p : live_workers(env, "spot-lm")) ++per_node[node_of(p)];
+    std::string tainted = "us-0";
+    for (const auto& [n, c] : per_node)
+      if (c < per_node[tainted]) tainted = n;
+    env.add_taint(tainted, "karpenter.sh/disrupted");
+    wait_until([&] {
+      auto ws = live_workers(env, "spot-lm");
+      if (ws.size() != 6 || count_ready(ws) != 6) return false;
+      for (const auto& p : ws)
+        if (node_of(p) == tainted) return false;
+      return true;
+    }, 90s);
+    std::map<std::string, int> eu;
+    for (const auto& p : live_workers(env, "spot-lm"))
+      if (pool_of(p) == "spot-eu") ++eu[node_of(p)];
+    std::string eu_victim = "eu-0";
+    for (const auto& [n, c] : eu)
+      if (c > eu[eu_victim]) eu_victim = n;
+    std::vector<std::string> victims = {eu_victim};
+    for (const char* n : {"us-0", "us-1", "us-2"})
+      if (n != tainted) victims.push_back(n);
+    StageMonitor monitor(env, "spot-lm", 3);
+    std::this_thread::sleep_for(300ms);
+    monitor.reset();
+    const auto t0 = Clock::now();
+    for (const auto& n : victims) env.delete_node(n);
+    const bool ok = wait_until([&] { return count_ready(live_workers(env, "spot-lm")) == 6; }, 180s);
+    const double ready_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::this_thread::sleep_for(500ms);
+    monitor.stop();
+    auto l = watch.latencies(t0);
+    lat.insert(lat.end(), l.begin(), l.end());
+    unserved.push_back(monitor.under_seconds());
+    unscheduled.push_back(monitor.unscheduled_seconds());
+    all_ready.push_back(ready_s);
+    std::map<std::string, int> pools;
+    for (const auto& p : live_workers(env, "spot-lm")) ++pools[pool_of(p)];
+    std::printf("run %d: deleted %s %s %s (tainted %s): %s after %.2f s; stage-unserved %.2f s (no ready worker), "
+                "%.2f s (no scheduled worker); %zu replacement(s) created->bound; pools now:",
+                run + 1, victims[0].c_str(), victims[1].c_str(), victims[2].c_str(), tainted.c_str(),
+                ok ? "all 6 ready" : "NOT all ready", ready_s, monitor.under_seconds(), monitor.unscheduled_seconds(),
+                l.size());
+    for (const auto& [pool, n] : pools) std::printf(" %s=%d", pool.c_str(), n);
+    std::printf("\n");
+  }
+  std::printf("mass loss, %d run(s): stage-unserved (no ready worker) median %.2f s max %.2f s; (no scheduled worker) "
+              "median %.2f s max %.2f s; all ready median %.2f s; created->bound p50 %.3f s p99 %.3f s (%zu pods)\n",
+              runs, percentile(unserved, 0.5), percentile(unserved, 1.0), percentile(unscheduled, 0.5),
+              percentile(unscheduled, 1.0), percentile(all_ready, 0.5), percentile(lat, 0.5), percentile(lat, 0.99),
+              lat.size());
+  return 0;
+}
+
+int bench_autoscaled() {
+  TestEnv env;
+  env.start_fake_kubelet();
+  create_seven_nodes(env);
+  auto op = env.start_operator({"--log-level", "info"});
+  BindWatch watch(env);
+  env.apply_yaml(job_yaml("spot-lm", gpu_spec(3, 2, 3, 4, "  placement: {unschedulableSeconds: 120}\n",
+                                              "    autoscaled: true\n")));
+  if (!wait_until([&] { return count_ready(live_workers(env, "spot-lm")) == 6; }, 90s)) {
+    std::cerr << "job did not become ready\n";
+    return 1;
+  }
+  StageMonitor monitor(env, "spot-lm", 3);  // minPerStage 1
+  std::this_thread::sleep_for(300ms);
+  monitor.reset();
+  const auto t0 = Clock::now();
+  for (const char* n : {"us-0", "us-1", "us-2"}) env.delete_node(n);
+  wait_until([&] {
+    auto r = ready_by_stage(env, "spot-lm", 3);
+    return r[0] >= 1 && r[1] >= 1 && r[2] >= 1;
+  }, 60s);
+  const double first = monitor.under_seconds();
+  std::this_thread::sleep_for(30s);
+  const double during = monitor.under_seconds() - first;
+  spot_node(env, "us-3", "us-central1", "us-central1-a");
+  spot_node(env, "us-4", "us-central1", "us-central1-b");
+  const bool back = wait_until([&] {
+    auto ws = live_workers(env, "spot-lm");
+    int us = 0;
+    for (const auto& p : ws) us += pool_of(p) == "spot-us" && is_ready(p);
+    return us == 4 && ws.size() == 6 && count_ready(ws) == 6;
+  }, 120s);
+  const double back_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::this_thread::sleep_for(500ms);
+  monitor.stop();
+  auto l = watch.latencies(t0);
+  std::printf("autoscaled spot-us: all 3 of its nodes deleted, 2 new ones 30 s later: below minPerStage %.2f s "
+              "right after the loss (no ready worker; %.2f s without a scheduled one), %.2f s during the 30 s wait, "
+              "%.2f s in all; %s at %.1f s; created->bound p50 %.3f s p99 %.3f s (%zu pods)\n",
+              first, monitor.unscheduled_seconds(), during, monitor.under_seconds(),
+              back ? "4 workers back in spot-us" : "NOT back in spot-us", back_s, percentile(l, 0.5), percentile(l, 0.99),
+              l.size());
+  return 0;
+}
+
 int bench_scale(int jobs, int workers, int seconds) {
   TestEnv env;
   const int per_node = 100;
@@ -139,7 +294,7 @@ int bench_scale(int jobs, int workers, int seconds) {
   std::string all;
   for (int j = 0; j < jobs; ++j) {
     all += job_yaml("job-" + std::to_string(j), "  pipeline: {stages: 4}\n  workers: {perStage: " + std::to_string(workers / 4) +
-                                                      "}\n  nodePools:\n  - {name: spot, preemptible: true}\n") + "---\n";
+                                                      "}\n  checkpoint: {path: /checkpoints}\n  nodePools:\n  - {name: spot, preemptible: true}\n") + "---\n";
   }
   env.apply_yaml(all);
   const int total = jobs * workers;
@@ -179,6 +334,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "reclaim";
   try {
     if (mode == "reclaim") return bench_reclaim(argc > 2 ? std::stoi(argv[2]) : 50);
+    if (mode == "mass-loss") return bench_mass_loss(argc > 2 ? std::stoi(argv[2]) : 3);
+    if (mode == "autoscaled") return bench_autoscaled();
     if (mode == "scale")
       return bench_scale(argc > 2 ? std::stoi(argv[2]) : 50, argc > 3 ? std::stoi(argv[3]) : 64,
                          argc > 4 ? std::stoi(argv[4]) : 60);
@@ -186,6 +343,6 @@ int main(int argc, char** argv) {
     std::cerr << "operator_bench: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: operator_bench reclaim [N] | scale [JOBS] [WORKERS] [SECONDS]\n";
+  std::cerr << "usage: operator_bench reclaim [N] | mass-loss [RUNS] | autoscaled | scale [JOBS] [WORKERS] [SECONDS]\n";
   return 2;
 }

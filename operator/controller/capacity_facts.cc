@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "operator/api/quantity.h"
+#include "operator/controller/manifests.h"
 #include "operator/controller/reclaim.h"
 
 namespace swarm::op {
@@ -78,6 +79,8 @@ json capacity_view(const json& pod) {
     if (md.contains(k)) view_md[k] = md[k];
   json requests = json::object();
   for (const auto& [k, v] : pod_requests(pod)) requests[k] = v;
+  const json labels = md.value("labels", json::object());
+  if (labels.value(kLabelManagedBy, "") == kManagedByValue) view_md["labels"] = {{kLabelManagedBy, kManagedByValue}};
   return {{"metadata", view_md},
           {"spec", {{"nodeName", pod.value("spec", json::object()).value("nodeName", "")}}},
           {"status", {{"phase", pod.value("status", json::object()).value("phase", "")}}},

@@ -26,8 +26,8 @@ planner::Resources pod_requests(const json& pod);
 std::optional<planner::BoundPod> bound_pod(const json& pod);
 
 // What the capacity cache keeps of a pod (the watch of every bound pod in the cluster): name,
-// namespace, uid, resourceVersion, deletionTimestamp, spec.nodeName, status.phase and its requests
-// computed once ("requests": {name: number}).
+// namespace, uid, resourceVersion, deletionTimestamp, our managed-by label (when ours),
+// spec.nodeName, status.phase and its requests computed once ("requests": {name: number}).
 json capacity_view(const json& pod);
 
 // Ready (condition Ready=True), cordoned (spec.unschedulable), being deleted, under a reclaim

@@ -42,6 +42,13 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   jobs_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) { on_job(t, o); });
   pods_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_pod(t, o, old); });
   nodes_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_node(t, o, old); });
+  // Someone else's pod that leaves a node frees room: jobs short of workers can place them now
+  // (one pass per second at most, whatever the churn; our own pods' events reconcile their job).
+  bound_pods_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) {
+    if (t != kube::EventType::Deleted) return;
+    if (o["metadata"].value("labels", kube::json::object()).contains(kLabelManagedBy)) return;
+    for (const auto& j : jobs_->list()) queue_.add_after(kube::object_key(j), std::chrono::seconds(1));
+  });
 }
 
 Controller::~Controller() { stop(); }

@@ -62,13 +62,15 @@ inline std::string job_yaml(const std::string& name, const std::string& spec) {
 }
 
 // Two spot pools (us preferred) and on-demand; small numbers so tests run fast.
-inline std::string two_pool_spec(int stages, int per_stage, int us_max, const std::string& extra = "") {
+inline std::string two_pool_spec(int stages, int per_stage, int us_max, const std::string& extra = "",
+                                 const std::string& us_extra = "") {
   return "  pipeline: {stages: " + std::to_string(stages) + "}\n"
-         "  workers: {perStage: " + std::to_string(per_stage) + "}\n" + extra +
+         "  workers: {perStage: " + std::to_string(per_stage) + "}\n"
+         "  checkpoint: {path: /checkpoints}\n" + extra +
          "  nodePools:\n"
          "  - name: spot-us\n    region: us-central1\n    nodeSelector: {cloud.google.com/gke-spot: \"true\"}\n"
          "    tolerations: [{key: cloud.google.com/gke-spot, operator: Equal, value: \"true\", effect: NoSchedule}]\n"
-         "    preemptible: true\n    priority: 100\n    maxWorkers: " + std::to_string(us_max) + "\n"
+         "    preemptible: true\n    priority: 100\n    maxWorkers: " + std::to_string(us_max) + "\n" + us_extra +
          "  - name: spot-eu\n    region: europe-west4\n    nodeSelector: {cloud.google.com/gke-spot: \"true\"}\n"
          "    tolerations: [{key: cloud.google.com/gke-spot, operator: Equal, value: \"true\", effect: NoSchedule}]\n"
          "    preemptible: true\n    priority: 50\n"
