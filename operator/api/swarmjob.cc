@@ -171,6 +171,14 @@ SwarmJob parse_swarmjob(const json& obj) {
       e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
                                             std::to_string(job.spec.workers.per_stage) + "), got " +
                                             std::to_string(op.min_per_stage));
+    for (size_t i = 0; i < op.pools.size(); ++i) {
+      if (!op.pools[i].preemptible || !job.spec.checkpoint.path.empty()) continue;
+      e.add("spec.checkpoint.path",
+            "must name a durable checkpoint location when a node pool is preemptible (spec.nodePools[" +
+                std::to_string(i) + "] \"" + op.pools[i].name +
+                "\"): a stage whose last peer is reclaimed loses its parameters and optimizer state without one");
+      break;
+    }
     if (op.max_per_stage != 0 && op.max_per_stage < job.spec.workers.per_stage)
       e.add("spec.workers.maxPerStage", "must be >= spec.workers.perStage (" +
                                             std::to_string(job.spec.workers.per_stage) + "), got " +

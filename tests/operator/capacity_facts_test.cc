@@ -59,6 +59,10 @@ TEST(CapacityFacts, OnlyBoundUnfinishedPodsHoldResourcesAndTheCachedViewKeepsThe
   const json view = capacity_view(pod("n", "Pending", c));
   EXPECT_EQ(view["metadata"]["resourceVersion"], "5");
   EXPECT_FALSE(view["spec"].contains("containers"));
+  EXPECT_FALSE(view["metadata"].contains("labels"));  // someone else's
+  json ours = pod("n", "Running", c);
+  ours["metadata"]["labels"] = {{"app.kubernetes.io/managed-by", "swarm-operator"}, {"swarm-operator.io/job", "j"}};
+  EXPECT_EQ(capacity_view(ours)["metadata"]["labels"], (json{{"app.kubernetes.io/managed-by", "swarm-operator"}}));
   auto again = bound_pod(view);
   ASSERT_TRUE(again);
   EXPECT_DOUBLE_EQ(again->requests["nvidia.com/gpu"], 2);
@@ -135,6 +139,20 @@ TEST(CapacityFacts, SpecAutoscaledPoolsAndWorkerRequests) {
     EXPECT_NE(what.find("spec.workers.resources.requests.cpu: not a quantity: \"four\""), std::string::npos) << what;
     EXPECT_NE(what.find("spec.nodePools[0].autoscaled: must be a boolean, got \"yes\""), std::string::npos) << what;
   }
+}
+
+TEST(SpotWithoutCheckpoint, IsRefusedNamingTheField) {
+  json pools = json::array({{{"name", "od"}}, {{"name", "spot"}, {"preemptible", true}}});
+  try {
+    parse_swarmjob(job({{"nodePools", pools}}));
+    FAIL() << "accepted";
+  } catch (const SpecError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("spec.checkpoint.path: must name a durable checkpoint location"), std::string::npos) << what;
+    EXPECT_NE(what.find("spec.nodePools[1] \"spot\""), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(parse_swarmjob(job({{"nodePools", pools}, {"checkpoint", {{"path", "/ckpt"}}}})));
+  EXPECT_NO_THROW(parse_swarmjob(job({{"nodePools", json::array({{{"name", "od"}}})}})));  // nothing preemptible
 }
 
 }  // namespace

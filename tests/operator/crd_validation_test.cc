@@ -64,6 +64,8 @@ TEST_F(CrdValidation, RefusesInvalidManifestsWithFieldPreciseMessages) {
        "spec.nodePools[0].tolerations[0].effect"},
       {"pools too small", "  pipeline: {stages: 4}\n" + pools + "  - {name: a, maxWorkers: 2}\n", "spec.nodePools"},
       {"negative maxWorkers", pools + "  - {name: a, maxWorkers: -1}\n", "spec.nodePools[0].maxWorkers"},
+      {"spot pool without a checkpoint", pools + "  - {name: a, preemptible: true}\n", "spec.checkpoint.path"},
+      {"autoscaled not a boolean", pools + "  - {name: a, autoscaled: maybe}\n", "spec.nodePools[0].autoscaled"},
       {"unknown field", "  pipeline: {stages: 2, stagez: 3}\n", "spec.pipeline.stagez"},
       {"name too long", "  pipeline: {stages: 2}\n", "metadata.name", std::string(41, 'a')},
   };

@@ -13,6 +13,7 @@ SwarmJob sample() {
                          {"metadata", {{"name", "lm"}, {"namespace", "ml"}, {"uid", "uid-9"}}},
                          {"spec",
                           {{"workers", {{"threads", 4}, {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}},
+                           {"checkpoint", {{"path", "/ckpt"}}},
                            {"nodePools", json::array({{{"name", "spot"}, {"region", "r"}, {"zone", "r-a"},
                                                        {"nodeSelector", {{"gpu", "a100"}}},
                                                        {"tolerations", json::array({{{"key", "spot"}, {"operator", "Exists"}}})},

@@ -22,6 +22,7 @@ TEST(SwarmJob, SplitsOperatorFieldsFromTheJobSpec) {
                                             {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}},
                                {"trainers", {{"count", 2}}},
                                {"placement", {{"unschedulableSeconds", 5}, {"retryPoolSeconds", 9}}},
+                               {"checkpoint", {{"path", "/ckpt"}}},
                                {"nodePools", json::array({{{"name", "a"}, {"region", "r"}, {"priority", 7}, {"maxWorkers", 3},
                                                            {"preemptible", true}}})}}));
   EXPECT_EQ(j.name, "j");
