@@ -161,5 +161,41 @@ TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
   EXPECT_NE(condition(job, "Ready"), nullptr);
 }
 
+// Issue 11: a failure a worker reports to the registry (StageReset: a stage came back without its
+// state) turns the job Failed: condition, phase, a Warning Event and the operator's metric.
+TEST_F(OperatorProgress, AFailureTheRegistryReportsTurnsTheJobFailed) {
+  auto op = env_->start_operator({"--progress-period", "0.5", "--progress-timeout", "1"});
+  const std::string spec = "  pipeline: {stages: 2}\n  workers: {perStage: 1}\n";
+  const std::string yaml = "apiVersion: swarm-operator.io/v1alpha1\nkind: SwarmJob\nmetadata:\n  name: progress\n"
+                           "  annotations: {swarm-operator.io/registry-url: \"" + url_ + "\"}\nspec:\n" + spec;
+  std::string out;
+  ASSERT_EQ(env_->apply_yaml(yaml, &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("progress")["status"].value("phase", "") == "Running"; }, 30s));
+  client_->announce(worker("w-a", 0, 40, 100, 9001));
+  ASSERT_TRUE(wait_until([&] { return condition_field(env_->get_job("progress"), "RegistryReachable", "status") == "True"; }, 20s));
+  EXPECT_EQ(condition(env_->get_job("progress"), "Failed"), nullptr) << "no Failed condition while healthy";
+
+  client_->report_failure("StageReset", 1, 42, "stage 1 lost its last peer and no checkpoint was found");
+  json job;
+  ASSERT_TRUE(wait_until([&] {
+    job = env_->get_job("progress");
+    return job["status"].value("phase", "") == "Failed";
+  }, 20s)) << job["status"].dump(2);
+  EXPECT_EQ(condition_field(job, "Failed", "status"), "True");
+  EXPECT_EQ(condition_field(job, "Failed", "reason"), "StageReset");
+  const std::string msg = condition_field(job, "Failed", "message");
+  EXPECT_NE(msg.find("stage 1 at step 42"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("no checkpoint was found"), std::string::npos) << msg;
+  EXPECT_TRUE(wait_until([&] {
+    env_->kubectl("get events --field-selector reason=StageReset", &out);
+    return out.find("stage 1 at step 42") != std::string::npos;
+  }, 10s)) << out;
+  EXPECT_TRUE(wait_until([&] { return op.metric("swarm_operator_job_failures_total{reason=\"StageReset\"}") == 1; }, 10s));
+  // It stays Failed (the poller no longer reads a Failed job; its last word stands), counted once.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(env_->get_job("progress")["status"].value("phase", ""), "Failed");
+  EXPECT_EQ(op.metric("swarm_operator_job_failures_total{reason=\"StageReset\"}"), 1);
+}
+
 }  // namespace
 }  // namespace swarm::optest
