@@ -83,6 +83,16 @@ inline std::string node_of(const json& pod) { return pod["spec"].value("nodeName
 
 inline bool is_ready(const json& pod) { return count_ready({pod}) == 1; }
 
+// `n` ready live workers, none on `gone` (nodes just deleted: until the operator acts, their pods
+// still look ready).
+inline bool ready_off(TestEnv& env, const std::string& job, size_t n, const std::set<std::string>& gone) {
+  auto ws = live_workers(env, job);
+  if (ws.size() != n || count_ready(ws) != static_cast<int>(n)) return false;
+  for (const auto& p : ws)
+    if (gone.count(node_of(p))) return false;
+  return true;
+}
+
 // Ready live workers per stage (bound = true: live workers bound to a node, i.e. scheduled).
 inline std::map<int, int> ready_by_stage(TestEnv& env, const std::string& job, int stages, bool bound = false) {
   std::map<int, int> out;

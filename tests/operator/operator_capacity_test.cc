@@ -79,7 +79,8 @@ TEST_F(OperatorCapacity, HalfTheNodesDeletedAtOnceAreReplacedWhereCapacityIsNotA
   monitor.reset();
   const auto t0 = Clock::now();
   for (const auto& n : victims) env_->delete_node(n);
-  ASSERT_TRUE(wait_until([&] { return count_ready(live_workers(*env_, "mass")) == 6; }, 45s));
+  const std::set<std::string> gone(victims.begin(), victims.end());
+  ASSERT_TRUE(wait_until([&] { return ready_off(*env_, "mass", 6, gone); }, 45s));
   const double all_ready = std::chrono::duration<double>(Clock::now() - t0).count();
   std::this_thread::sleep_for(500ms);
   monitor.stop();
@@ -151,10 +152,7 @@ TEST_F(OperatorCapacity, APoolAtCapacityIsPassedOverAtOnce) {
   const auto before = worker_names("full");
   const auto t0 = Clock::now();
   env_->delete_node("us-0");
-  ASSERT_TRUE(wait_until([&] {
-    auto ws = live_workers(*env_, "full");
-    return ws.size() == 4 && count_ready(ws) == 4;
-  }, 45s));
+  ASSERT_TRUE(wait_until([&] { return ready_off(*env_, "full", 4, {"us-0"}); }, 45s));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::cerr << "spot-us node lost, spot-eu full: replacements ready on-demand after " << seconds << " s\n";
   EXPECT_LT(seconds, 30.0);
@@ -249,10 +247,7 @@ TEST_F(OperatorCapacity, ACordonedNodeKeepsItsWorkersButIsNotCapacity) {
   // a-0 goes: its workers' replacements skip pool a (only cordoned room left) for b, at once.
   const auto t0 = Clock::now();
   env_->delete_node("a-0");
-  ASSERT_TRUE(wait_until([&] {
-    auto ws = live_workers(*env_, "cordon");
-    return ws.size() == 4 && count_ready(ws) == 4;
-  }, 45s));
+  ASSERT_TRUE(wait_until([&] { return ready_off(*env_, "cordon", 4, {"a-0"}); }, 45s));
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   std::cerr << "node lost beside a cordoned one: replacements ready after " << seconds << " s\n";
   EXPECT_LT(seconds, 30.0);
