@@ -4,12 +4,20 @@
 #                                   mirror (cached: made once per key, see BASE_KEY below)
 #   localhost/swarm-worker:dev      Dockerfile.worker   (swarm: registry, worker, trainer, local)
 #   localhost/swarm-operator:dev    Dockerfile.operator (swarm-operator; no libtorch)
+#   localhost/swarm-worker-cuda:dev Dockerfile.worker with TORCH=cuda (--torch cuda): swarm against
+#                                   PyTorch's CUDA libtorch from the PyPI wheels, for GPU pools
 #
 #   scripts/build-images.sh                      full multi-stage builds: CMake compiles inside
 #   scripts/build-images.sh --prebuilt build/bin the runtime stages of the same Dockerfiles, plus
 #                                                the binaries already built on this machine (same
 #                                                Debian release and libraries): what the tests use
-#   options: --tag TAG (default dev), --only worker|operator
+#   scripts/build-images.sh --torch cuda         the CUDA worker image only (full build; no GPU
+#                                                needed): the wheels of TORCH_VERSION below are
+#                                                downloaded once into ~/.cache/swarm-operator/wheels/
+#                                                (~2.8 GB) and mounted into the build, and a ccache
+#                                                for it is kept in ~/.cache/swarm-operator/ccache-cuda
+#   options: --tag TAG (default dev), --only worker|operator, --torch cpu|cuda (default cpu);
+#   SWARM_IMAGE_JOBS=N limits the CUDA build's compile jobs (default: every core)
 #
 # Idempotent: the base image is made only when missing; in --prebuilt mode the runtime stage is
 # kept under a key of its Dockerfile text and rebuilt only when that changes; a full build uses
@@ -24,14 +32,32 @@ cd "$(dirname "$0")/.."
 TAG=dev
 PREBUILT=""
 ONLY=""
+TORCH=cpu
+# The CUDA image's PyTorch: 2.11.0, whose default PyPI wheel is built for CUDA 13.0 (the toolkit
+# release it pins, 13.0.2) with cuDNN 9.19; nvcc's NVVM is pinned to the same 13.0 release (nvcc's
+# own requirement is unpinned and would pull a newer, incompatible one).
+TORCH_VERSION=2.11.0
+CUDA_TOOLKIT_VERSION=13.0.2
+NVVM_VERSION=13.0.88
+CACHE_ROOT=${SWARM_CACHE_DIR:-$HOME/.cache/swarm-operator}
 while (($#)); do
   case "$1" in
     --prebuilt) PREBUILT=$(realpath "$2"); shift 2 ;;
     --tag) TAG=$2; shift 2 ;;
     --only) ONLY=$2; shift 2 ;;
+    --torch) TORCH=$2; shift 2 ;;
     *) echo "build-images: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+
+case "$TORCH" in
+  cpu) ;;
+  cuda)
+    [ -z "$PREBUILT" ] || { echo "build-images: --torch cuda is a full build (host binaries link Debian's libtorch), no --prebuilt" >&2; exit 2; }
+    [ "$ONLY" != operator ] || { echo "build-images: --torch cuda builds the worker image only" >&2; exit 2; }
+    ONLY=worker ;;
+  *) echo "build-images: --torch cpu|cuda, not $TORCH" >&2; exit 2 ;;
+esac
 
 export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
 SUDO=""
@@ -96,13 +122,45 @@ replace_tag() {
   fi
 }
 
+# The wheels of the CUDA image, downloaded once per version into WHEELS (for the Python and
+# platform of the image: CPython 3.11, glibc 2.36, x86_64; Debian bookworm's).
+WHEELS="$CACHE_ROOT/wheels/torch-$TORCH_VERSION-cuda-toolkit-$CUDA_TOOLKIT_VERSION-cp311-x86_64"
+fetch_wheels() {
+  if [ -f "$WHEELS/.complete" ]; then
+    log "wheels for torch $TORCH_VERSION are cached ($WHEELS, $(du -sh "$WHEELS" | cut -f1))"
+    return
+  fi
+  local start platforms="" v
+  start=$(date +%s)
+  for v in $(seq 5 36); do platforms="$platforms --platform manylinux_2_${v}_x86_64"; done
+  python3 -m pip --version >/dev/null 2>&1 || { echo "build-images: --torch cuda downloads wheels with python3 -m pip (not found)" >&2; exit 1; }
+  log "downloading torch $TORCH_VERSION and its CUDA wheels into $WHEELS"
+  mkdir -p "$WHEELS"
+  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --implementation cp \
+    --python-version 3.11 $platforms --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 \
+    --platform manylinux1_x86_64 --platform linux_x86_64 -d "$WHEELS" "torch==$TORCH_VERSION" \
+    "cuda-toolkit[nvcc,crt]==$CUDA_TOOLKIT_VERSION" "nvidia-nvvm==$NVVM_VERSION" >&2
+  touch "$WHEELS/.complete"
+  log "wheels downloaded in $(( $(date +%s) - start )) s ($(du -sh "$WHEELS" | cut -f1))"
+}
+
 # build_image NAME DOCKERFILE BINARY
 build_image() {
-  local name=$1 dockerfile=$2 binary=$3 image="localhost/$1:$TAG" start id
+  local name=$1 dockerfile=$2 binary=$3 image="localhost/$1:$TAG" start id args=()
   start=$(date +%s)
   if [ -z "$PREBUILT" ]; then
     log "$image: full build ($dockerfile)"
-    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" -f "$dockerfile" \
+    if [ "$dockerfile" = Dockerfile.worker ]; then
+      # buildah 1.28 resolves `FROM worker-${TORCH}` only from an explicit build argument.
+      args+=(--build-arg TORCH="$TORCH")
+      if [ "$TORCH" = cuda ]; then
+        mkdir -p "$CACHE_ROOT/ccache-cuda"
+        args+=(--build-arg TORCH_VERSION="$TORCH_VERSION" --build-arg CUDA_TOOLKIT_VERSION="$CUDA_TOOLKIT_VERSION"
+               --build-arg NVVM_VERSION="$NVVM_VERSION" --build-arg BUILD_JOBS="${SWARM_IMAGE_JOBS:-}"
+               -v "$WHEELS:/wheels:ro" -v "$CACHE_ROOT/ccache-cuda:/ccache")
+      fi
+    fi
+    $BUILDAH bud --layers --isolation chroot --build-arg BASE_IMAGE="$BASE_IMAGE" "${args[@]}" -f "$dockerfile" \
       --iidfile "/tmp/$name.iid" . >&2
     replace_tag "$image" "$(cat "/tmp/$name.iid")"
   else
@@ -134,5 +192,10 @@ build_image() {
   echo "$image"
 }
 
+if [ "$TORCH" = cuda ]; then
+  fetch_wheels
+  build_image swarm-worker-cuda Dockerfile.worker swarm
+  exit 0
+fi
 [ "$ONLY" = operator ] || build_image swarm-worker Dockerfile.worker swarm
 [ "$ONLY" = worker ] || build_image swarm-operator Dockerfile.operator swarm-operator
