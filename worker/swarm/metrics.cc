@@ -59,6 +59,10 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
   skipped_steps_ = &BuildCounter().Name("swarm_optimizer_skipped_steps_total")
                         .Help("Optimizer steps skipped on a non-finite (overflowed) gradient")
                         .Register(*registry_).Add(base_);
+  stage_resets_ = &BuildCounter().Name("swarm_stage_reset_total")
+                       .Help("Times this worker found its stage without state (no live peer, no checkpoint) "
+                             "after the job had trained: the job stops")
+                       .Register(*registry_).Add(base_);
   staging_allocations_ = &BuildCounter().Name("swarm_staging_buffer_allocations_total")
                               .Help("Host staging buffers allocated (pinned on CUDA); flat once warm")
                               .Register(*registry_).Add(base_);
@@ -153,6 +157,8 @@ void Metrics::set_loss(double loss) { loss_->Set(loss); }
 void Metrics::set_optimizer_step(int stage, double step) { gauge(*step_, stage).Set(step); }
 void Metrics::set_peers(int stage, double n) { gauge(*peers_, stage).Set(n); }
 void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(lr); }
+
+void Metrics::add_stage_reset() { stage_resets_->Increment(); }
 
 void Metrics::set_compute_state(const ComputeState& state) {
   std::lock_guard<std::mutex> lk(compute_mu_);

@@ -37,6 +37,8 @@ class Metrics {
   void set_peers(int stage, double n);
   void observe_averaging(int stage, double seconds, double group_size);
   void set_learning_rate(int stage, double lr);
+  // This worker found its stage without state after the job trained (swarm_stage_reset_total).
+  void add_stage_reset();
 
   // A worker's device path (model::StageCompute), as running totals since the process started;
   // counters advance by the difference to the last call.
@@ -73,6 +75,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* lr_ = nullptr;
   prometheus::Family<prometheus::Gauge>* loss_scale_ = nullptr;
   prometheus::Counter* skipped_steps_ = nullptr;
+  prometheus::Counter* stage_resets_ = nullptr;
   prometheus::Counter* staging_allocations_ = nullptr;
   prometheus::Counter* staging_reuses_ = nullptr;
   prometheus::Gauge* staging_bytes_ = nullptr;

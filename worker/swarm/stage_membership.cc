@@ -50,6 +50,18 @@ void StageServer::Impl::report_event(const std::string& kind, int64_t count) {
   }
 }
 
+void StageServer::Impl::report_dropped(int s, int64_t r, int64_t lost) {
+  if (lost <= 0) return;
+  // One call clears this peer's report of the stale round (the registry must not count it again
+  // should this peer die later) and counts the samples lost, unless the registry already did when
+  // this peer expired (it was frozen).
+  try {
+    registry->report_dropped(s, r, opt.peer_id, target_samples, lost);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not report {} dropped samples: {}", opt.peer_id, lost, e.what());
+  }
+}
+
 void StageServer::Impl::become_stage(int s, const char* why) {
   ready = false;
   stage = s;
@@ -71,10 +83,18 @@ void StageServer::Impl::become_stage(int s, const char* why) {
     spdlog::warn("worker {}: could not announce: {}", opt.peer_id, e.what());
   }
   if (!sync_state(s, 0)) {
-    const int64_t ahead = align_with_swarm(s);
-    spdlog::warn("worker {}: stage {} has no live peer and no checkpoint: starting from the seed at step {}",
-                 opt.peer_id, s, ahead);
-    if (ahead > 0) report_event("checkpoint_steps_lost", ahead);
+    // No live peer and no checkpoint: the stage's parameters would restart from initialization.
+    // That is right only while the stage never stepped (its initial parameters, from the seed,
+    // are then all its state; the stage may be a step behind the others: stages step about
+    // together, each when it has seen the global batch). Once it stepped (the registry's newest
+    // round of the stage is past 0), training on would pair a reset stage with trained ones: the
+    // job stops instead (issue 11).
+    const int64_t own = stage_newest_round(s);
+    if (own > 0) {
+      fail_stage_reset(s, std::max(own, job_step()));
+      return;
+    }
+    spdlog::info("worker {}: stage {} starts from its initial parameters (it never stepped)", opt.peer_id, s);
   }
   fingerprint = model::param_fingerprint(*model);
   metrics->set_optimizer_step(s, static_cast<double>(round.load()));
@@ -84,6 +104,74 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   } catch (const std::exception&) {
   }
   spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
+}
+
+int64_t StageServer::Impl::job_step() {
+  int64_t step = 0;
+  try {
+    auto st = registry->stats();
+    if (st.contains("stageRounds") && st["stageRounds"].is_object())
+      for (const auto& [k, v] : st["stageRounds"].items())
+        if (v.is_number_integer()) step = std::max(step, v.get<int64_t>());
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot read the job's progress: {}", opt.peer_id, e.what());
+  }
+  return step;
+}
+
+int64_t StageServer::Impl::stage_newest_round(int s) {
+  try {
+    auto st = registry->stats();
+    const auto key = std::to_string(s);
+    if (st.contains("stageRounds") && st["stageRounds"].is_object() && st["stageRounds"].contains(key))
+      return st["stageRounds"][key].get<int64_t>();
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot read stage {}'s progress: {}", opt.peer_id, s, e.what());
+  }
+  return -1;
+}
+
+void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
+  const std::string message =
+      "stage " + std::to_string(s) + " lost its state at step " + std::to_string(step) +
+      ": it has no live peer and no checkpoint, so it would restart from its initial parameters while the "
+      "other stages keep their trained ones. The job stops. Give the job a checkpoint location "
+      "(spec.checkpoint.path) or more peers per stage.";
+  spdlog::error("worker {}: {}", opt.peer_id, message);
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    failed = true;
+    failure_message = message;
+    failure_stage = s;
+    failure_step = step;
+  }
+  ready = false;
+  metrics->add_stage_reset();
+  report_failure();
+}
+
+void StageServer::Impl::report_failure() {
+  std::string message;
+  int s;
+  int64_t step;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!failed || failure_reported) return;
+    message = failure_message;
+    s = failure_stage;
+    step = failure_step;
+  }
+  try {
+    registry->report_failure("StageReset", s, step, message);
+    std::lock_guard<std::mutex> lk(mu);
+    failure_reported = true;  // else the heartbeat tries again
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: could not report the failure: {}", opt.peer_id, e.what());
+  }
+  try {
+    announce("failed");
+  } catch (const std::exception&) {
+  }
 }
 
 int64_t StageServer::Impl::align_with_swarm(int s) {
@@ -101,7 +189,7 @@ int64_t StageServer::Impl::align_with_swarm(int s) {
   return ahead;
 }
 
-bool StageServer::Impl::sync_state(int s, int64_t min_round) {
+bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints) {
   std::vector<planner::PeerLoad> loads;
   std::map<std::string, planner::PeerRecord> by_id;
   try {
@@ -138,8 +226,11 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round) {
                   loads.end());
     }
   }
-  if (!opt.spec.checkpoint.path.empty()) {
+  if (checkpoints && !opt.spec.checkpoint.path.empty()) {
     for (const auto& ckpt : list_checkpoints(opt.spec.checkpoint.path, s)) {
+      // A peer re-syncing holds the state of step min_round - 1: an older checkpoint would only
+      // throw steps away.
+      if (ckpt.step < min_round) break;
       try {
         model::load_state(read_checkpoint(ckpt.path), *model, *optimizer);
         round = ckpt.step;
@@ -187,20 +278,44 @@ void StageServer::Impl::resync() {
     announce("joining");
   } catch (const std::exception&) {
   }
+  const int s = stage.load();
   const int64_t before = round.load();
-  if (!sync_state(stage.load(), before + 1)) sync_state(stage.load(), before);
+  // A donor at this peer's own step will do (it holds the same state); a checkpoint of it will
+  // not: restored, it would leave the peer where it is.
+  if (!sync_state(s, before + 1) && !sync_state(s, before, /*checkpoints=*/false)) {
+    // No live peer and no checkpoint is ahead of this peer: its state is the newest of the stage
+    // that survives (the peers that went on without it are gone, e.g. it was frozen and they were
+    // killed). Its round is finished in the registry, though; retrying it was refused again and
+    // again, every 25 ms, for good (issue 11). It keeps its parameters and takes up a round number
+    // the registry has not finished: the stage's newest, or the one after it when that one closed
+    // without it too; the steps in between are lost to the stage.
+    const int64_t newest = stage_newest_round(s);
+    int64_t target = std::max(newest, align_with_swarm(s));
+    if (target <= before) target = before + 1;
+    if (before == 0 && newest > 0) {
+      // It never stepped: its parameters are the initial ones, the stage's trained state is gone.
+      fail_stage_reset(s, target);
+      report_event("resyncs", 1);
+      report_dropped(s, before, lost);
+      return;
+    }
+    round = target;
+    optimizer->set_step_count(target);
+    spdlog::warn("worker {}: stage {} has no peer or checkpoint ahead of step {}: this peer's state is the "
+                 "newest left; it goes on from step {} ({} steps of the stage lost)",
+                 opt.peer_id, s, before, target, target - before);
+    report_event("stage_steps_lost", target - before);
+  }
   fingerprint = model::param_fingerprint(*model);
+  // Last line of defence against a hot loop: a re-sync that ends where the previous one ended
+  // waits a moment before the peer serves (and may fall behind) again.
+  if (round.load() == last_resync_round) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  last_resync_round = round.load();
   ready = true;
   report_event("resyncs", 1);
-  report_event("samples_lost", lost);
-  if (lost > 0) {
-    try {  // counted here: the registry must not count the stale round's report again
-      registry->report_progress(stage.load(), before, opt.peer_id, 0, target_samples, 0);
-    } catch (const std::exception&) {
-    }
-  }
-  spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id,
-               stage.load(), before, round.load(), lost);
+  report_dropped(s, before, lost);
+  spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id, s,
+               before, round.load(), lost);
   cv.notify_all();
 }
 
@@ -314,12 +429,19 @@ void StageServer::Impl::complete_leave() {
 }
 
 void StageServer::Impl::write_checkpoint_now() {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (failed) return;  // its parameters are the initial ones, not the stage's: never a checkpoint
+  }
   try {
     auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), round.load(),
                                  model::save_state(*model, *optimizer), opt.spec.checkpoint.keep);
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {
+    // Training goes on (the previous checkpoints stay intact); the count shows the stage is at
+    // risk should it lose its last peer.
     spdlog::error("worker {}: {}", opt.peer_id, e.what());
+    report_event("checkpoint_failures", 1);
   }
 }
 
@@ -333,6 +455,11 @@ void StageServer::Impl::drain(double seconds) {
   {
     std::lock_guard<std::mutex> lk(mu);
     if (stopping || left) return;
+    if (failed) {  // holds nothing of the stage: nothing to hand off
+      left = true;
+      cv.notify_all();
+      return;
+    }
     leaving = true;
     exiting = true;  // a move assigned from now on is ignored: this process is going away
     leave_deadline = now_seconds() + seconds;

@@ -132,6 +132,7 @@ WorkerStatus StageServer::status() const {
   WorkerStatus s;
   s.stage = I.stage;
   s.ready = I.ready;
+  s.failed = I.failed;
   s.round = I.round;
   s.samples_in_round = I.samples_done;
   s.queue_length = static_cast<int64_t>(I.queue.size());
@@ -176,7 +177,11 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   if (requested != stage.load())
     throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
                                 ", got " + std::to_string(requested));
-  if (!ready) throw std::runtime_error("peer is joining its stage, not serving yet");
+  if (!ready) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (failed) throw std::runtime_error(failure_message);
+    throw std::runtime_error("peer is joining its stage, not serving yet");
+  }
   if (request.type != net::StateRequest && request.type != kGradientHandoff) {
     int64_t samples = meta_int(task->meta, "samples");
     if (samples < 1 || samples > kMaxSamplesPerRequest)
@@ -544,6 +549,7 @@ void StageServer::Impl::announce(const std::string& state) {
     std::lock_guard<std::mutex> lk(mu);
     going = exiting;
     if (!state.empty()) rec.state = state;
+    else if (failed) rec.state = "failed";
     else if (!ready) rec.state = "joining";
     else if (leaving) rec.state = "draining";
     else if (closing_since > 0) rec.state = "averaging";
@@ -579,6 +585,7 @@ void StageServer::Impl::heartbeat_loop() {
           static_cast<double>(window.back().completed - window.front().completed) / busy;
     }
     try {
+      report_failure();  // until the registry has it
       announce("");
       if (ready) check_behind(registry->peers("worker", stage.load()));
     } catch (const std::exception& e) {

@@ -36,6 +36,7 @@ struct WorkerOptions {
 struct WorkerStatus {
   int stage = -1;
   bool ready = false;             // serving (not joining, re-syncing or moving)
+  bool failed = false;            // its stage came back without its state after the job trained
   int64_t round = 0;              // optimizer steps taken
   int64_t samples_in_round = 0;   // samples whose gradients are accumulated, not yet applied
   int64_t queue_length = 0;

@@ -81,8 +81,16 @@ struct StageServer::Impl {
 
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
   void become_stage(int s, const char* why);  // new model for stage s, then sync_state
-  bool sync_state(int s, int64_t min_round);  // from a live donor, else the latest checkpoint
+  // From a live donor at min_round or later, else (with `checkpoints`) the latest checkpoint of
+  // at least min_round.
+  bool sync_state(int s, int64_t min_round, bool checkpoints = true);
   int64_t align_with_swarm(int s);            // take up the other stages' step number
+  int64_t job_step();                         // the newest round any stage reached (registry)
+  int64_t stage_newest_round(int s);          // the newest round of stage s in the registry; -1 unknown
+  // The stage came back without its state after the job trained: stop serving, say so (log,
+  // swarm_stage_reset_total, the registry's "failure": the job stops).
+  void fail_stage_reset(int s, int64_t step);
+  void report_failure();                      // to the registry; retried by the heartbeat
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
   bool handoff_gradients();                   // to another live peer of the stage
@@ -90,6 +98,7 @@ struct StageServer::Impl {
   void write_checkpoint_now();
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
   void report_event(const std::string& kind, int64_t count);
+  void report_dropped(int s, int64_t r, int64_t lost);  // samples of round r's gradient dropped
   void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
 
   // --- averaging (stage_averaging.cc) ---
@@ -130,9 +139,15 @@ struct StageServer::Impl {
   double leave_deadline = 0;
   bool left = false;              // drain finished (compute thread exits)
   bool exiting = false;           // draining to exit (SIGTERM): never moves to another stage
+  bool failed = false;            // the stage came back without its state: never serves again
+  bool failure_reported = false;
+  std::string failure_message;
+  int failure_stage = -1;
+  int64_t failure_step = 0;
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
   std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
   std::atomic<bool> resync_requested{false};
+  int64_t last_resync_round = -1;  // where the last re-sync ended; compute thread only
   std::atomic<bool> ready{false};  // serving (false while joining/resyncing)
   std::atomic<int64_t> round{0};
   std::atomic<int64_t> processed{0};
