@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
   cmd_local->add_option("--slow-worker", slow_workers, "NAME=FACTOR: emulate a slower machine, e.g. stage0-w1=3");
   bool no_progress = false;
   cmd_local->add_flag("--no-progress", no_progress, "do not print the live progress line");
+  cmd_local->add_flag("--no-checkpoints", local.no_checkpoints,
+                      "no default checkpoints (a stage that loses every peer then stops the job)");
+  cmd_local->add_option("--checkpoint-every", local.checkpoint_every,
+                        "steps between checkpoints (default: 1 with preemptions, else 10, at most the spec's)")
+      ->check(CLI::PositiveNumber);
 
   // swarm worker
   swarm::runtime::WorkerOptions worker;
@@ -107,6 +112,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1.0, 100.0));
   std::string checkpoint_dir;
   cmd_worker->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
+  int64_t checkpoint_every = 0;
+  cmd_worker->add_option("--checkpoint-every", checkpoint_every, "overrides spec.checkpoint.everySteps")
+      ->check(CLI::PositiveNumber);
 
   // swarm trainer
   swarm::runtime::TrainerOptions trainer;
@@ -174,6 +182,7 @@ int main(int argc, char** argv) {
       worker.spec = swarm::load_job_spec(worker_job);
       worker.secret = swarm::resolve_secret(worker.spec.secret);
       if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
+      if (checkpoint_every > 0) worker.spec.checkpoint.every_steps = checkpoint_every;
       if (worker_stage == "auto") {
         worker.stage = -1;
       } else {
@@ -190,8 +199,9 @@ int main(int argc, char** argv) {
       wait_for_stop();
       spdlog::info("worker {}: draining (up to {} s)", worker.peer_id, drain_seconds);
       server.drain(drain_seconds);
+      const bool failed = server.status().failed;
       server.stop();
-      return 0;
+      return failed ? 3 : 0;  // 3: its stage came back without its state (see the log)
     }
     if (*cmd_trainer) {
       trainer.spec = swarm::load_job_spec(trainer_job);

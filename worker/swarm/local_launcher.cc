@@ -264,16 +264,32 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   }
   const PreemptionOptions popt{o.preempt_every, o.preempt_notice, o.respawn_after,
                                o.seed >= 0 ? static_cast<uint64_t>(o.seed) : spec.training.seed};
-  // Preempted stages come back from checkpoints: with preemptions on and no checkpoint location in
-  // the spec, the run keeps them next to its logs.
-  const std::string checkpoint_dir =
-      spec.checkpoint.path.empty() && popt.every_seconds > 0 ? dir + "/checkpoints" : "";
+  // A stage that loses its last peer comes back from its checkpoint, or the job stops (a stage
+  // must never train on from its initial parameters: issue 11). With no checkpoint location in the
+  // spec, the run keeps checkpoints next to its logs whenever a stage can lose its last peer: it
+  // has a single one, or preemptions are on. Preemptions take peers every few seconds, so then
+  // every step is kept (a few MB per stage; the write is atomic and prunes older ones).
+  bool single_peer_stage = false;
+  for (int s = 0; s < spec.pipeline.stages; ++s) {
+    const int n = o.workers_per_stage.empty() ? static_cast<int>(spec.workers.per_stage)
+                  : s < static_cast<int>(o.workers_per_stage.size()) ? o.workers_per_stage[s] : 0;
+    single_peer_stage = single_peer_stage || n <= 1;
+  }
+  const bool default_checkpoints =
+      spec.checkpoint.path.empty() && !o.no_checkpoints &&
+      (popt.every_seconds > 0 || single_peer_stage || o.checkpoint_every > 0);
+  const std::string checkpoint_dir = default_checkpoints ? dir + "/checkpoints" : "";
+  const int64_t checkpoint_every =
+      o.checkpoint_every > 0 ? o.checkpoint_every
+      : default_checkpoints ? std::min<int64_t>(spec.checkpoint.every_steps, popt.every_seconds > 0 ? 1 : 10)
+                            : 0;
   const double drain_seconds = o.preempt_notice > 0 ? o.preempt_notice : 10;
   auto start_worker = [&](const std::string& id, int s) {
     std::vector<std::string> args = {"worker", "--job", o.job_path, "--stage", s >= 0 ? std::to_string(s) : "auto",
                                      "--peer-id", id, "--registry", registry_url, "--threads",
                                      std::to_string(threads), "--drain-seconds", std::to_string(drain_seconds)};
     if (!checkpoint_dir.empty()) args.insert(args.end(), {"--checkpoint-dir", checkpoint_dir});
+    if (checkpoint_every > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(checkpoint_every)});
     if (auto it = o.slow_workers.find(id); it != o.slow_workers.end())
       args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
     start({"worker " + id, "worker", s, -1, id + ".log"}, args);
@@ -298,14 +314,25 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   {
     // Which process is which, for operators of the run (and tests that kill one on purpose).
     nlohmann::json procs = nlohmann::json::array();
-    for (const auto& c : children)
+    for (const auto& c : children) {
       procs.push_back({{"name", c.name}, {"role", c.role}, {"stage", c.stage}, {"pid", c.pid}, {"log", c.log}});
+      if (c.role == "registry") {
+        procs.back()["url"] = registry_url;
+        procs.back()["checkpoints"] = checkpoint_dir.empty() ? spec.checkpoint.path : checkpoint_dir;
+      }
+    }
     std::ofstream(dir + "/processes.json") << procs.dump(2) << "\n";
   }
   std::printf("swarm local: %s, %lld stages x %lld workers, %lld trainer(s), %d torch thread(s) per worker; logs in %s\n",
               spec.name.c_str(), static_cast<long long>(spec.pipeline.stages),
               static_cast<long long>(spec.workers.per_stage), static_cast<long long>(spec.trainers.count), threads,
               dir.c_str());
+  const std::string checkpoints_at = checkpoint_dir.empty() ? spec.checkpoint.path : checkpoint_dir;
+  if (!checkpoints_at.empty())
+    std::printf("swarm local: checkpoints in %s every %lld step(s)\n", checkpoints_at.c_str(),
+                static_cast<long long>(checkpoint_every > 0 ? checkpoint_every : spec.checkpoint.every_steps));
+  else
+    std::printf("swarm local: no checkpoints: a stage that loses every peer stops the job\n");
   std::fflush(stdout);
 
   auto merged = [&] {
@@ -325,6 +352,8 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   double serving_worker_seconds = 0, census_seconds = 0;  // capacity actually alive
   std::vector<double> empty_since(spec.pipeline.stages, 0.0);
   constexpr double kStageLostSeconds = 20;
+  nlohmann::json failure;  // the registry's "failure" once a worker reported one
+  double last_failure_check = 0;
   while (true) {
     reap(children);
     bool trainers_running = false;
@@ -406,6 +435,20 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       return fail("stage " + std::to_string(s) + " has had no serving worker for " +
                   std::to_string(static_cast<int>(kStageLostSeconds)) + " s; exited workers:\n" + logs);
     }
+    if (now_seconds() - last_failure_check >= 0.5) {
+      last_failure_check = now_seconds();
+      try {
+        auto st = registry.stats();
+        if (st.contains("failure") && st["failure"].is_object()) failure = st["failure"];
+      } catch (const std::exception&) {
+      }
+      if (!failure.is_null()) {
+        if (o.progress && tty) std::printf("\n");
+        spdlog::error("the job failed: {} of stage {} at step {}: {}", failure.value("reason", "?"),
+                      failure.value("stage", -1), failure.value("step", int64_t{-1}), failure.value("message", ""));
+        break;
+      }
+    }
     if (stop) {
       interrupted = true;
       break;
@@ -424,8 +467,10 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     spdlog::warn("cannot read the registry's stats: {}", e.what());
   }
   // Trainers first (they finish in-flight microbatches and write their reports), then workers.
-  stop_children(children, "trainer", 30);
-  stop_children(children, "worker", 10);
+  // A failed job has microbatches in flight that can never finish (a stage is gone): waiting for
+  // them would only wait out the request timeouts.
+  stop_children(children, "trainer", failure.is_null() ? 30 : 5);
+  stop_children(children, "worker", failure.is_null() ? 10 : 5);
   stop_children(children, "", 5);
   auto report = merged();
   if (o.progress) show(report, max_steps, tty, true);
@@ -441,13 +486,22 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   if (!final_peers.empty()) summary["peers_per_stage"] = final_peers;
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
-  for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "samples_lost", "handoffs", "resyncs", "state_downloads",
-                        "stage_moves", "unaveraged_steps", "peers_lost"})
+  for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
+                        "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures"})
     summary[k] = events.value(k, int64_t{0});
+  if (stats.is_object() && stats.contains("failure")) failure = stats["failure"];
+  if (!failure.is_null()) summary["failure"] = failure;
   write_summary(summary);
   summary.erase("loss_curve");
   summary.erase("progress");
   std::printf("%s\n", summary.dump(2).c_str());
+  if (!failure.is_null()) {
+    std::printf("swarm local: FAILED: %s (stage %d, step %lld): %s\n", failure.value("reason", "?").c_str(),
+                failure.value("stage", -1), static_cast<long long>(failure.value("step", int64_t{-1})),
+                failure.value("message", "").c_str());
+    std::fflush(stdout);
+    return kJobFailedExit;
+  }
   if (interrupted) return 130;
   int rc = 0;
   for (auto& c : children) {

@@ -30,9 +30,20 @@ struct LocalOptions {
   int64_t seed = -1;
   std::vector<int> workers_per_stage;              // overrides spec.workers.perStage per stage
   std::map<std::string, double> slow_workers;      // worker name -> slowdown factor
+  // Checkpoints when the spec has no location: by default (no_checkpoints false) the run keeps them
+  // under <log dir>/checkpoints whenever a stage has a single peer or preemptions are on, every
+  // step with preemptions, else every 10 steps (at most spec.checkpoint.everySteps apart);
+  // checkpoint_every > 0 overrides the interval (and asks for checkpoints in any case).
+  bool no_checkpoints = false;
+  int64_t checkpoint_every = 0;
 };
 
-// Returns the process exit status: 0 when training ran to its end, non-zero on failure.
+// Exit status of run_local when the job failed (a stage came back without its state after the
+// job trained: the summary's "failure" says which and at which step).
+inline constexpr int kJobFailedExit = 3;
+
+// Returns the process exit status: 0 when training ran to its end, kJobFailedExit when the job
+// failed (see above), other non-zero values on other failures, 130 when interrupted.
 // `stop` turns true on Ctrl-C / SIGTERM; every child is then stopped, none is left behind.
 int run_local(const LocalOptions& options, const std::atomic<bool>& stop);
 

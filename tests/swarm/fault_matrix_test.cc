@@ -1,0 +1,240 @@
+// Issue 11's fault matrix, end to end: `build/bin/swarm local` as a user runs it, one fault each,
+// with the outcome written down next to the fault. Every run must finish (or stop with the job's
+// failure, where that is the expected outcome): no deadlock, no stale gradient applied (no peer
+// steps without its group: unaveraged_steps 0; a peer that fell behind re-syncs), accounting exact
+// (peers_lost counts each dead worker once; microbatches are retried, never lost).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tests/swarm/swarm_process.h"
+
+namespace {
+
+using namespace swarm::e2e;
+
+// Small enough to train at a few steps per second on a loaded 2-core machine.
+std::string job_body(int per_stage, int max_steps) {
+  return R"(
+  model: {hiddenSize: 64, numHeads: 4, layersPerStage: 1, sequenceLength: 64}
+  pipeline: {stages: 2}
+  training: {globalBatch: 32, microbatch: 4, maxSteps: )" +
+         std::to_string(max_steps) + R"(}
+  workers: {perStage: )" +
+         std::to_string(per_stage) + R"(, threads: 1}
+  trainers: {inflightMicrobatches: 4}
+  timeouts: {heartbeatSeconds: 0.3, peerExpirySeconds: 1.5, forwardSeconds: 10, backwardSeconds: 10, averagingSeconds: 10}
+  rebalancing: {enabled: false}
+)";
+}
+
+int64_t num(const nlohmann::json& s, const char* k) { return s.value(k, int64_t{-1}); }
+
+// Fault: the only peer of a stage is SIGKILLed after the job trained, and there is no checkpoint
+// (--no-checkpoints); a replacement comes 1 s later.
+// Expected: the replacement finds neither a live peer nor a checkpoint; the job stops with exit
+// code 3, the summary's "failure" names StageReset, the stage and the step, and the output says so.
+// It never trains on with the reset stage. (A preemption before step 1 is harmless: the stage's
+// initial parameters are the job's; the schedule then kills again.)
+TEST(FaultMatrix, OnlyPeerOfAStageKilledWithoutACheckpointStopsTheJobNamingTheStage) {
+  const auto dir = fresh_dir("fm-reset");
+  const auto job = write_job(dir, job_body(1, 100000));
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
+                      "--preempt-every", "8", "--respawn-after", "1", "--seed", "7", "--no-checkpoints"},
+                     dir + "/out.log", 400);
+  const std::string out = read_text(dir + "/out.log");
+  ASSERT_EQ(rc, 3) << out;
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object()) << out;
+  ASSERT_TRUE(s.contains("failure")) << s.dump();
+  const auto& f = s["failure"];
+  EXPECT_EQ(f.value("reason", ""), "StageReset");
+  const int stage = f.value("stage", -1);
+  EXPECT_TRUE(stage == 0 || stage == 1) << f.dump();
+  EXPECT_GE(f.value("step", int64_t{0}), 1);
+  EXPECT_NE(out.find("FAILED: StageReset (stage " + std::to_string(stage) + ", step"), std::string::npos) << out;
+  EXPECT_GE(num(s, "preemptions"), 1);
+  EXPECT_EQ(num(s, "checkpoint_restores"), 0);
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0);
+}
+
+// Fault: the same, with the default checkpoints of `swarm local` (every step with preemptions).
+// Expected: each replacement restores its stage's newest checkpoint and takes up the swarm's step;
+// the run finishes every step with no failure, the loss keeps falling, each killed peer counts
+// once in peers_lost.
+TEST(FaultMatrix, OnlyPeerOfAStageKilledWithTheDefaultCheckpointsComesBackAndFinishes) {
+  const auto dir = fresh_dir("fm-ckpt");
+  const auto job = write_job(dir, job_body(1, 120));
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress",
+                      "--preempt-every", "8", "--respawn-after", "1", "--seed", "7"},
+                     dir + "/out.log", 500);
+  const std::string out = read_text(dir + "/out.log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checkpoints in " + dir + "/logs/checkpoints every 1 step"), std::string::npos) << out;
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_FALSE(s.contains("failure")) << s.dump();
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "steps"), 120);
+  EXPECT_GE(num(s, "preemptions"), 1) << s.dump();
+  EXPECT_GE(num(s, "checkpoint_restores"), 1) << s.dump();
+  EXPECT_EQ(num(s, "peers_lost"), num(s, "preemptions")) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0);
+  EXPECT_LT(s["loss_last"].get<double>(), 0.8 * s["loss_first"].get<double>()) << s.dump();
+}
+
+// Fault: half the peers (one of each stage's two) SIGKILLed at once, mid-run, no replacement.
+// Expected: trainers retry on the survivors; nothing restores from a checkpoint (a live peer
+// holds each stage); the run finishes every step; peers_lost = 2; no microbatch lost.
+TEST(FaultMatrix, HalfThePeersKilledAtOnceLoseNoMicrobatch) {
+  const auto dir = fresh_dir("fm-half");
+  const auto job = write_job(dir, job_body(2, 60));
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
+  for (const char* name : {"worker stage0-w1", "worker stage1-w0"}) {
+    const pid_t victim = pid_of(logs, name);
+    ASSERT_GT(victim, 0) << name;
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  }
+  const int rc = wait_exit(launcher, 400);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "steps"), 60);
+  EXPECT_EQ(num(s, "peers_lost"), 2) << s.dump();
+  EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+  EXPECT_EQ(num(s, "checkpoint_restores"), 0) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0);
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({1, 1}));
+}
+
+// Fault: every peer of one stage (both of stage 0) SIGKILLed at once, mid-run; a replacement is
+// started by hand (as the operator would) with the run's checkpoint directory.
+// Expected: it restores stage 0's newest checkpoint (the spec asks for one every step) and takes
+// up the swarm's step; the run finishes every step, peers_lost = 2, no failure.
+TEST(FaultMatrix, EveryPeerOfAStageKilledAtOnceComesBackFromTheCheckpoint) {
+  const auto dir = fresh_dir("fm-stage");
+  const auto job = write_job(dir, job_body(2, 60) + "  checkpoint: {path: " + dir + "/ckpt, everySteps: 1}\n");
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);  // the replacement needs it
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
+  for (const char* name : {"worker stage0-w0", "worker stage0-w1"}) {
+    const pid_t victim = pid_of(logs, name);
+    ASSERT_GT(victim, 0) << name;
+    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  }
+  std::string url;
+  for (const auto& p : read_json(logs + "/processes.json"))
+    if (p.value("role", "") == "registry") url = p.value("url", "");
+  ASSERT_FALSE(url.empty());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  pid_t replacement = start({"worker", "--job", job, "--stage", "0", "--peer-id", "replacement", "--registry", url,
+                             "--threads", "1"},
+                            dir + "/replacement.log");
+  const int rc = wait_exit(launcher, 400);
+  ::kill(replacement, SIGTERM);
+  wait_exit(replacement, 30);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log") << read_text(dir + "/replacement.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_FALSE(s.contains("failure")) << s.dump();
+  EXPECT_GE(num(s, "steps"), 60);
+  EXPECT_EQ(num(s, "peers_lost"), 2) << s.dump();
+  EXPECT_EQ(num(s, "checkpoint_restores"), 1) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0);
+  EXPECT_NE(read_text(dir + "/replacement.log").find("restored from checkpoint"), std::string::npos);
+}
+
+// Fault: a worker frozen with SIGSTOP for longer than the request timeouts (12 s > 10 s forward and
+// backward timeouts, > 1.5 s peer expiry), then SIGCONT.
+// Expected: trainers retry its requests elsewhere; the registry expires it (peers_lost 1, its
+// unaveraged samples counted lost); the stage steps without it; on SIGCONT it finds its round
+// finished, drops its stale gradient (never applied) and downloads the stage's state from its
+// peer (a re-sync), then serves again. The run finishes every step; no peer stepped alone.
+TEST(FaultMatrix, AWorkerFrozenPastTheTimeoutsResyncsAndTheRunFinishes) {
+  const auto dir = fresh_dir("fm-stop");
+  const auto job = write_job(dir, job_body(2, 80));
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
+  const pid_t victim = pid_of(logs, "worker stage0-w1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(12));
+  ASSERT_EQ(::kill(victim, SIGCONT), 0);
+  const int rc = wait_exit(launcher, 400);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "steps"), 80);
+  EXPECT_EQ(num(s, "peers_lost"), 1) << s.dump();
+  EXPECT_GE(num(s, "resyncs"), 1) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
+  EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2})) << "the frozen peer did not come back";
+  const std::string log = read_text(logs + "/stage0-w1.log");
+  EXPECT_NE(log.find("downloaded stage 0"), std::string::npos) << "it did not re-sync from its peer";
+}
+
+// Fault: the checkpoint directory cannot be written (a regular file stands where a stage's
+// directory should be).
+// Expected: the writer logs the error and counts it (checkpoint_failures); training goes on and
+// finishes: a failing disk must not stop a job that has live peers.
+TEST(FaultMatrix, AnUnwritableCheckpointDirectoryIsCountedAndTrainingGoesOn) {
+  const auto dir = fresh_dir("fm-ckptfail");
+  fs::create_directories(dir + "/ckpt");
+  std::ofstream(dir + "/ckpt/stage-0") << "not a directory";
+  const auto job = write_job(dir, job_body(1, 30) + "  checkpoint: {path: " + dir + "/ckpt, everySteps: 2}\n");
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress"},
+                     dir + "/out.log", 300);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "checkpoint_failures"), 5) << s.dump();
+  EXPECT_FALSE(s.contains("failure"));
+  EXPECT_FALSE(fs::is_empty(dir + "/ckpt/stage-1")) << "stage 1's checkpoints were not written";
+}
+
+// Fault: a worker SIGKILLed and started again at once with the same peer id (a pod restarted in
+// place).
+// Expected: the launcher withdraws the dead incarnation (peers_lost 1, its unaveraged samples
+// counted); the new one joins its stage under the same id, downloads the state from the other
+// peer, and serves; the run finishes every step; no peer stepped alone.
+TEST(FaultMatrix, AWorkerRestartedWithTheSamePeerIdRejoins) {
+  const auto dir = fresh_dir("fm-sameid");
+  const auto job = write_job(dir, job_body(2, 60));
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
+  std::string url;
+  for (const auto& p : read_json(logs + "/processes.json"))
+    if (p.value("role", "") == "registry") url = p.value("url", "");
+  ASSERT_FALSE(url.empty());
+  const pid_t victim = pid_of(logs, "worker stage1-w1");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  pid_t again = start({"worker", "--job", job, "--stage", "1", "--peer-id", "stage1-w1", "--registry", url,
+                       "--threads", "1"},
+                      dir + "/again.log");
+  const int rc = wait_exit(launcher, 400);
+  ::kill(again, SIGTERM);
+  wait_exit(again, 30);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log") << read_text(dir + "/again.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "steps"), 60);
+  EXPECT_EQ(num(s, "peers_lost"), 1) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
+  EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2})) << s.dump();
+  EXPECT_NE(read_text(dir + "/again.log").find("downloaded stage 1"), std::string::npos) << read_text(dir + "/again.log");
+}
+
+}  // namespace
