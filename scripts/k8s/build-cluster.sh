@@ -7,6 +7,7 @@
 #                                           (k8s.io/kubernetes, staging modules pinned by `replace`,
 #                                            versioned with -ldflags -X so nodes report the release)
 #   coredns                                 (github.com/coredns/coredns)
+#   prometheus                              (github.com/prometheus/prometheus, Kubernetes discovery)
 #   pause                                   (a static C program, for the pods' sandbox image)
 # Idempotent: a binary already in the cache is not rebuilt. Prints the bin directory on its last
 # line of stdout; progress goes to stderr. One build job (GOFLAGS -p=1) unless
@@ -16,6 +17,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 K8S_VERSION=${SWARM_K8S_VERSION:-v1.36.3}
 COREDNS_VERSION=${SWARM_COREDNS_VERSION:-v1.15.0}
+PROMETHEUS_VERSION=${SWARM_PROMETHEUS_VERSION:-3.16.0}
+PROMETHEUS_MODULE_VERSION=v0.$(( ${PROMETHEUS_VERSION%%.*} * 100 + $(echo "$PROMETHEUS_VERSION" | cut -d. -f2) )).$(echo "$PROMETHEUS_VERSION" | cut -d. -f3)
 CACHE=${SWARM_K8S_CACHE:-$HOME/.cache/swarm-operator/k8s}
 JOBS=${SWARM_K8S_BUILD_JOBS:-1}
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
@@ -106,8 +109,26 @@ C
   rm -rf "$tmp"
 }
 
+# Prometheus with Kubernetes service discovery: Debian's `prometheus` package is built without it
+# (its config parser says "field kubernetes_sd_configs not found in type config.ScrapeConfig"), so
+# scripts/k8s/prometheus.sh runs this one. Build tags keep only the Kubernetes, file and HTTP
+# discovery; no web UI assets (the HTTP API is what the dashboard and the tests use).
+build_prometheus() {
+  [ -x "$BIN/prometheus" ] && return 0
+  local dir="$CACHE/$K8S_VERSION/src-prometheus" tags=remove_all_sd,enable_kubernetes_sd
+  log "prometheus $PROMETHEUS_MODULE_VERSION (Prometheus $PROMETHEUS_VERSION, tags $tags)"
+  mkdir -p "$dir"
+  [ -f "$dir/go.mod" ] || (cd "$dir" && "$GO" mod init swarm-testenv/prometheus >&2)
+  (cd "$dir" && GOFLAGS="$GOFLAGS -tags=$tags" "$GO" get "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_MODULE_VERSION" >&2)
+  (cd "$dir" && "$GO" build -tags "$tags" -trimpath \
+     -ldflags="-s -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
+     -o "$BIN/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus >&2)
+  mv "$BIN/prometheus.tmp" "$BIN/prometheus"
+}
+
 build_pause
 build_k8s_nodes
 build_coredns
+build_prometheus
 log "done in $(( $(date +%s) - start )) s"
 echo "$BIN"

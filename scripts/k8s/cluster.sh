@@ -365,10 +365,10 @@ TOML
 }
 JSON
   local taints=""
-  # Spot nodes: the GKE spot taint, and CPU for two small workers each (examples/local-cluster.yaml
+  # Spot nodes: the GKE spot taint, and CPU for three small workers each (examples/local-cluster.yaml
   # requests 250m per worker), so that a full pool is reached with a few pods on this one machine.
   [ "$class" = spot ] && taints='registerWithTaints: [{key: cloud.google.com/gke-spot, value: "true", effect: NoSchedule}]
-systemReserved: {cpu: "'$(( $(nproc) * 1000 - 500 ))'m"}'
+systemReserved: {cpu: "'$(( $(nproc) * 1000 - 750 ))'m"}'
   put "$d/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -810,7 +810,8 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   leftovers) cmd_leftovers ;;
-  images) ensure_binaries; ensure_images; import_images ;;
+  images) BIN=${SWARM_K8S_CACHE:-$HOME/.cache/swarm-operator/k8s}/${SWARM_K8S_VERSION:-v1.36.3}/bin
+          ensure_images; import_images ;;
   node-stop) cmd_node_stop "${2:-}" ;;
   node-start) cmd_node_start "${2:-}" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG_FILE" ;;
