@@ -538,7 +538,6 @@ std::map<OperatorMetrics::WorkerKey, int> Reconciler::derive_status(const SwarmJ
     if (!t.terminating && t.state == WorkerState::Ready) ++status.trainers_ready;
   const std::string old_phase = status.phase;
   if (degraded_stages == 0) status.phase = "Running";
-  else if (old_phase == "Failed") status.phase = "Degraded";  // a failure cleared by the registry
   else if (old_phase == "Running" || old_phase == "Degraded") status.phase = "Degraded";
   else status.phase = "Pending";
   const auto gen = job.generation;
