@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Soak: random faults from issue 11's fault matrix at a set rate on a 3-stage job
+# (bench/jobs/soak-3stage.yaml, 2 workers per stage, checkpoints every step), then the same job
+# undisturbed to the same number of steps. Prints figures and asserts nothing:
+#   steps; eval loss of both runs at equal steps and their ratio (goal within 3 %);
+#   faults injected and samples lost per fault kind (the registry's samples_lost between a fault and
+#   the next); deadlocks (a run that does not end within its limit); unaveraged steps (a peer that
+#   stepped without its group: the only way a stale gradient could be applied); the job's failure,
+#   if any; every stall (no optimizer step) longer than 2 x the median step time.
+#
+#   bench/soak.sh [MINUTES] [OUTDIR]      MINUTES default 30; FAULT_EVERY=S (default 30) sets the
+#                                         rate, SEED=N the choice of faults, BUILD=dir the build
+#
+# Fault kinds (each followed by replacements started by hand, as an operator would):
+#   kill_one    SIGKILL one worker; a replacement (`swarm worker --stage auto`) 3 s later
+#   kill_half   SIGKILL one worker of every stage at once; replacements 3 s later
+#   kill_stage  SIGKILL every worker of one stage at once (it comes back from its checkpoint)
+#   freeze      SIGSTOP one worker for 15 s (longer than the 10 s forward timeout), then SIGCONT
+#   term        SIGTERM one worker (it drains and hands its gradient off); a replacement 3 s later
+set -euo pipefail
+MINUTES=${1:-30}
+OUT=${2:-$(mktemp -d /tmp/soak.XXXXXX)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+mkdir -p "$OUT"
+export SWARM=$BUILD/bin/swarm JOB=$ROOT/bench/jobs/soak-3stage.yaml OUT MINUTES
+export FAULT_EVERY=${FAULT_EVERY:-30} SEED=${SEED:-11}
+export SWARM_JOB_SECRET=${SWARM_JOB_SECRET:-soak-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+[[ -x $SWARM ]] || { echo "build $SWARM first"; exit 1; }
+echo "soak: $MINUTES min, a fault every $FAULT_EVERY s (seed $SEED), output in $OUT"
+exec python3 - <<'PY'
+import json, os, random, signal, statistics, subprocess, time, urllib.request
+
+swarm, job, out = os.environ["SWARM"], os.environ["JOB"], os.environ["OUT"]
+minutes, every, seed = float(os.environ["MINUTES"]), float(os.environ["FAULT_EVERY"]), int(os.environ["SEED"])
+rng = random.Random(seed)
+logs = out + "/soak-logs"
+launcher = subprocess.Popen([swarm, "local", job, "--max-seconds", str(int(minutes * 60)), "--summary",
+                             out + "/soak.json", "--log-dir", logs, "--no-progress", "--checkpoint-every", "1"],
+                            stdout=open(out + "/soak.out", "w"), stderr=subprocess.STDOUT)
+mine = {}  # peer id -> Popen of the workers this script started
+paused = set()
+
+def procs():
+    try:
+        return json.load(open(logs + "/processes.json"))
+    except Exception:
+        return []
+
+def registry_url():
+    return next((p.get("url") for p in procs() if p.get("role") == "registry"), None)
+
+def get(path):
+    try:
+        with urllib.request.urlopen(registry_url() + path, timeout=3) as r:
+            return json.load(r)
+    except Exception:
+        return None
+
+def pid_of(peer):
+    if peer in mine:
+        return mine[peer].pid if mine[peer].poll() is None else None
+    for p in procs():
+        if p.get("name") == "worker " + peer:
+            return p["pid"]
+    return None
+
+def live_workers():  # peer id -> stage, as discovery sees them (frozen ones excluded)
+    r = get("/v1/peers?role=worker") or {"peers": []}
+    return {p["peerId"]: p["stage"] for p in r["peers"] if p["peerId"] not in paused and pid_of(p["peerId"])}
+
+def replace(n, delay=3):
+    time.sleep(delay)
+    ckpt = next((p.get("checkpoints") for p in procs() if p.get("role") == "registry"), "")
+    for _ in range(n):
+        peer = "soak-r%d" % len(mine)
+        args = [swarm, "--log-level", "info", "worker", "--job", job, "--stage", "auto", "--peer-id", peer,
+                "--registry", registry_url(), "--threads", "1", "--drain-seconds", "10"]
+        if ckpt:
+            args += ["--checkpoint-dir", ckpt, "--checkpoint-every", "1"]
+        mine[peer] = subprocess.Popen(args, stdout=open("%s/%s.log" % (logs, peer), "w"), stderr=subprocess.STDOUT)
+        time.sleep(0.5)
+
+def steps_now():
+    try:
+        return json.load(open(logs + "/trainer0.json")).get("steps", 0)
+    except Exception:
+        return 0
+
+def samples_lost():
+    s = get("/v1/stats")
+    return s["events"].get("samples_lost", 0) if s else None
+
+faults, lost_by_kind, count_by_kind = [], {}, {}
+step_times, last_steps = [], -1
+start = time.time()
+next_fault = start + 20 + every  # let training start first
+current_kind, lost_at_fault = None, 0
+
+def settle_attribution():
+    global current_kind, lost_at_fault
+    now_lost = samples_lost()
+    if current_kind is not None and now_lost is not None:
+        lost_by_kind[current_kind] = lost_by_kind.get(current_kind, 0) + now_lost - lost_at_fault
+    if now_lost is not None:
+        lost_at_fault = now_lost
+
+while launcher.poll() is None:
+    s = steps_now()
+    if s != last_steps:
+        step_times.append((time.time() - start, s))
+        last_steps = s
+    if time.time() >= next_fault and time.time() - start < minutes * 60 - 30:
+        workers = live_workers()
+        if workers:
+            settle_attribution()
+            kind = rng.choice(["kill_one", "kill_half", "kill_stage", "freeze", "term"])
+            by_stage = {}
+            for p, st in workers.items():
+                by_stage.setdefault(st, []).append(p)
+            if kind == "kill_one":
+                victims = [rng.choice(sorted(workers))]
+            elif kind == "kill_half":
+                victims = [rng.choice(sorted(v)) for v in by_stage.values()]
+            elif kind == "kill_stage":
+                victims = sorted(by_stage[rng.choice(sorted(by_stage))])
+            else:
+                victims = [rng.choice(sorted(workers))]
+            sig = {"freeze": signal.SIGSTOP, "term": signal.SIGTERM}.get(kind, signal.SIGKILL)
+            for v in victims:
+                pid = pid_of(v)
+                if pid:
+                    os.kill(pid, sig)
+            faults.append({"t": round(time.time() - start, 1), "kind": kind, "victims": victims, "step": s})
+            count_by_kind[kind] = count_by_kind.get(kind, 0) + 1
+            current_kind = kind
+            print("soak: t=%5.0f s step %d: %s %s" % (time.time() - start, s, kind, " ".join(victims)), flush=True)
+            if kind == "freeze":
+                paused.update(victims)
+                time.sleep(15)
+                for v in victims:
+                    pid = pid_of(v)
+                    if pid:
+                        os.kill(pid, signal.SIGCONT)
+                paused.difference_update(victims)
+            else:
+                replace(len(victims))
+        next_fault = time.time() + every
+    time.sleep(0.5)
+settle_attribution()
+deadlocks = 0 if launcher.returncode is not None else 1
+for p in mine.values():
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+for p in mine.values():
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+soak = json.load(open(out + "/soak.json"))
+steps = soak.get("steps", 0)
+print("soak: launcher exit %s; undisturbed run to step %d ..." % (launcher.returncode, steps), flush=True)
+base_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base.json",
+                           "--log-dir", out + "/base-logs", "--no-progress", "--checkpoint-every", "1"],
+                          stdout=open(out + "/base.out", "w"), stderr=subprocess.STDOUT)
+base = json.load(open(out + "/base.json")) if os.path.exists(out + "/base.json") else {}
+
+gaps = [(b[0] - a[0], a) for a, b in zip(step_times, step_times[1:]) if b[1] > a[1] and a[1] > 0]
+median = statistics.median([g for g, _ in gaps]) if gaps else 0
+stalls = [(round(a[0], 1), a[1], round(g, 1)) for g, a in gaps if median and g > 2 * median]
+print()
+print("soak (%g min, %d faults, seed %d): launcher exit %s, %s" % (minutes, len(faults), seed, launcher.returncode,
+      "FAILED: " + json.dumps(soak["failure"]) if "failure" in soak else "no failure"))
+print("  steps                %d (undisturbed run to the same steps: %d, exit %d)" % (steps, base.get("steps", 0), base_rc))
+el, bl = soak.get("eval_loss", 0), base.get("eval_loss", 0)
+print("  eval loss            soak %.4f, undisturbed %.4f, ratio %.4f (goal within 3 %%)" % (el, bl, el / bl if bl else 0))
+print("  deadlocks            %d" % deadlocks)
+print("  unaveraged steps     %d (a peer stepping without its group: the only way to apply a stale gradient)" % soak.get("unaveraged_steps", -1))
+print("  faults               %s" % json.dumps(count_by_kind))
+print("  samples lost by kind %s (total samples_lost %d, microbatches_lost %d, peers_lost %d)" % (
+      json.dumps(lost_by_kind), soak.get("samples_lost", 0), soak.get("microbatches_lost", 0), soak.get("peers_lost", 0)))
+print("  restores/resyncs     checkpoint_restores %d, checkpoint_steps_lost %d, stage_steps_lost %d, resyncs %d, handoffs %d" % (
+      soak.get("checkpoint_restores", 0), soak.get("checkpoint_steps_lost", 0), soak.get("stage_steps_lost", 0),
+      soak.get("resyncs", 0), soak.get("handoffs", 0)))
+print("  median step time     %.2f s; stalls > 2x: %d" % (median, len(stalls)))
+for t, st, g in stalls:
+    kinds = [f["kind"] for f in faults if f["t"] <= t + 1 and f["t"] >= t - 20]
+    print("    at t=%6.1f s after step %d: %.1f s without a step (faults just before: %s)" % (t, st, g, ",".join(kinds) or "none"))
+json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "soak": soak, "base": base},
+          open(out + "/soak-report.json", "w"), indent=2)
+PY
