@@ -18,7 +18,7 @@ class OperatorE2E : public ::testing::Test {
     env_->start_fake_kubelet();
   }
   void TearDown() override {
-    if (HasFailure()) {
+    if (HasFailure() && env_) {  // null when the control plane did not start
       std::string out;
       env_->kubectl("get pods -o wide", &out);
       std::cerr << out << "\n" << tail(read_text(env_->dir() + "/op-1.log"), 40) << "\n";

@@ -166,10 +166,17 @@ TestEnv::TestEnv(const std::vector<std::string>& extra_apiserver_args) {
   wait_ready();
   scheduler_ = spawn(scheduler_args_, dir_ + "/kube-scheduler.log");
   std::string crd_out;
-  if (kubectl("apply -f " + std::string(SWARM_SOURCE_DIR) + "/crds/", &crd_out) != 0 ||
-      kubectl("wait --for condition=established --timeout=60s crd/swarmjobs.swarm-operator.io", &crd_out) != 0) {
+  if (kubectl("apply -f " + std::string(SWARM_SOURCE_DIR) + "/crds/", &crd_out) != 0)
     throw std::runtime_error("applying the CRD failed:\n" + crd_out);
+  // kubectl wait fails at once ("accessor error: <nil>") when it reads the CRD before the API
+  // server gave it any status, as happens on a loaded machine: try again then.
+  bool established = false;
+  for (int attempt = 0; attempt < 10 && !established; ++attempt) {
+    established = kubectl("wait --for condition=established --timeout=60s crd/swarmjobs.swarm-operator.io", &crd_out) == 0;
+    if (!established && crd_out.find("accessor error") == std::string::npos) break;
+    if (!established) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  if (!established) throw std::runtime_error("the CRD did not become established:\n" + crd_out);
 }
 
 TestEnv::~TestEnv() {
