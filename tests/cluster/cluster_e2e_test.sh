@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# The whole system on real Kubernetes nodes (ctest label `cluster`): scripts/k8s/cluster.sh up (real
+# etcd, API server, controller-manager, scheduler, kubelets + containerd + runc, CNI, kube-proxy,
+# CoreDNS), the chart installed with real helm (operator in its pods, in-cluster config, leader
+# election), examples/local-cluster.yaml (3 stages over the spot and on-demand pools), then:
+#   pods Running in containers from the project's images; status.step rises, status.loss falls
+#   Prometheus (kubernetes_sd_configs) scrapes operator, registry, workers, trainer; every dashboard
+#     panel's query returns data
+#   GKE impending-termination taint on the spot node with most workers: its workers are deleted
+#     gracefully (SIGTERM: they drain and hand off), replacements Running elsewhere (overflowing to
+#     europe-west4 when us-central1 is full), training goes on with no unaveraged step
+#   a node killed outright (kubelet + containerd stopped, containers killed): NotReady, replacements
+#     run, the lost peers/samples are counted by the registry
+#   the leading operator pod deleted: the other replica takes the Lease, nothing is duplicated
+#   the registry pod deleted: it comes back and the step keeps rising
+#   kubectl delete swarmjob: every object of the job is gone
+# The cluster is torn down at the end, also on failure, and nothing may be left behind
+# (cluster.sh leftovers). Prints FIGURE lines (bench/cluster.sh collects them).
+#   cluster_e2e_test.sh SOURCE_DIR [BUILD_DIR]
+set -uo pipefail
+SRC=$(cd "${1:?usage: cluster_e2e_test.sh SOURCE_DIR [BUILD_DIR]}" && pwd)
+BUILD=$(cd "${2:-$SRC/build}" && pwd)
+WORKERS=6   # examples/local-cluster.yaml: 3 stages x perStage 2
+CL="$SRC/scripts/k8s/cluster.sh"
+JOB=local-lm
+NS=default
+OPNS=swarm-system
+OUT=$(mktemp -d /tmp/swarm-cluster-e2e.XXXXXX)
+T0=$(date +%s)
+
+log() { echo "[e2e $(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.2f", b - a}'; }
+k() { kubectl "$@"; }
+# wait_until SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.5 s
+wait_until() {
+  local secs=$1 what=$2; shift 2
+  local end=$(( $(date +%s) + secs ))
+  while [ "$(date +%s)" -lt "$end" ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+  fail "timed out after ${secs}s: $what"
+}
+
+diagnostics() {
+  echo "---- diagnostics ----"
+  k get nodes -o wide 2>&1
+  k get pods -A -o wide 2>&1
+  k get swarmjob $JOB -o yaml 2>&1 | sed -n '/^status:/,$p' | head -80
+  k get events -A --sort-by=.lastTimestamp 2>&1 | tail -40
+  for p in $(k -n $OPNS get pods -o name 2>/dev/null); do echo "-- $p"; k -n $OPNS logs "$p" --tail 30 2>&1; done
+  for p in $(k get pods -l swarm-operator.io/job=$JOB -o name 2>/dev/null); do echo "-- $p"; k logs "$p" --tail 15 2>&1; done
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT
+  [ "$rc" -eq 0 ] || diagnostics
+  log "tearing down"
+  bash "$CL" down || rc=1
+  local left
+  if ! left=$(bash "$CL" leftovers); then echo "FAIL: cluster.sh down left behind:"; echo "$left"; rc=1; fi
+  log "total $(( $(date +%s) - T0 )) s (FIGURE e2e_total_seconds $(( $(date +%s) - T0 )))"
+  rm -rf "$OUT"
+  exit $rc
+}
+
+if bash "$CL" status >/dev/null 2>&1; then
+  echo "FAIL: a cluster is already up (scripts/k8s/cluster.sh down first; this test makes and removes its own)"; exit 1
+fi
+trap cleanup EXIT
+
+# ---- the images of this build, then the cluster ----
+t=$(now)
+bash "$SRC/scripts/build-images.sh" --prebuilt "$BUILD/bin" >/dev/null || fail "scripts/build-images.sh --prebuilt $BUILD/bin"
+log "FIGURE images_seconds $(since "$t")"
+t=$(now)
+bash "$CL" up || fail "cluster.sh up"
+log "FIGURE cluster_up_seconds $(since "$t")"
+eval "$(bash "$CL" env)"
+export KUBECONFIG
+t=$(now)
+bash "$CL" up >/dev/null || fail "cluster.sh up (second time: must be idempotent)"
+log "second up (idempotent) in $(since "$t") s"
+[ "$(k get nodes --no-headers | wc -l)" = 4 ] || fail "expected 4 nodes"
+[ "$(k get nodes -l cloud.google.com/gke-spot=true,topology.kubernetes.io/region=us-central1 --no-headers | wc -l)" = 2 ] || fail "2 spot nodes in us-central1 expected"
+[ "$(k get nodes -l cloud.google.com/gke-spot=true,topology.kubernetes.io/region=europe-west4 --no-headers | wc -l)" = 1 ] || fail "1 spot node in europe-west4 expected"
+[ "$(k get nodes -l swarm-operator.io/node-class=on-demand --no-headers | wc -l)" = 1 ] || fail "1 on-demand node expected"
+k get node node-1 -o jsonpath='{.spec.taints}' | grep -q gke-spot || fail "spot node without the gke-spot taint"
+k get node node-1 -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -q '^containerd://' || fail "node-1 runtime is not containerd"
+
+# ---- the chart, operator in the cluster ----
+HELM=$(bash "$SRC/scripts/k8s/build-helm.sh" | tail -n 1)
+t=$(now)
+"$HELM" install swarm-operator "$SRC/helm/swarm-operator" -n $OPNS --create-namespace \
+  --set image.repository=localhost/swarm-operator --set image.tag=dev --set image.pullPolicy=Never \
+  --set progress.periodSeconds=2 --wait --timeout 180s >/dev/null 2>"$OUT/helm.err" || { cat "$OUT/helm.err"; fail "helm install"; }
+log "FIGURE helm_install_seconds $(since "$t")"
+[ "$(k -n $OPNS get deploy swarm-operator -o jsonpath='{.status.readyReplicas}')" = 2 ] || fail "operator Deployment not 2/2 ready"
+wait_until 60 "operator Lease held by one of its pods" bash -c \
+  "k=\$(kubectl -n $OPNS get lease swarm-operator -o jsonpath='{.spec.holderIdentity}'); [ -n \"\$k\" ] && kubectl -n $OPNS get pod \"\$k\""
+LEADER=$(k -n $OPNS get lease swarm-operator -o jsonpath='{.spec.holderIdentity}')
+log "operator leader: $LEADER"
+
+# ---- the job ----
+T_APPLY=$(now)
+k apply -f "$SRC/examples/local-cluster.yaml" >/dev/null || fail "kubectl apply"
+all_running() { # job pods all Running and Ready: the workers, 1 trainer, 1 registry
+  local out
+  out=$(kubectl get pods -l swarm-operator.io/job=$JOB --no-headers 2>/dev/null | grep -v Terminating)
+  [ "$(echo "$out" | grep -c ' 1/1 *Running')" -ge $((WORKERS + 2)) ] && [ "$(echo "$out" | wc -l)" -eq $((WORKERS + 2)) ]
+}
+wait_until 300 "$((WORKERS + 2)) job pods Running and Ready" all_running
+log "FIGURE apply_to_pods_running_seconds $(since "$T_APPLY")"
+for p in $(k get pods -l swarm-operator.io/job=$JOB -o name); do
+  img=$(k get "$p" -o jsonpath='{.status.containerStatuses[0].image}')
+  cid=$(k get "$p" -o jsonpath='{.status.containerStatuses[0].containerID}')
+  case "$img" in *localhost/swarm-worker:dev) ;; *) fail "$p runs image $img, not localhost/swarm-worker:dev" ;; esac
+  case "$cid" in containerd://*) ;; *) fail "$p has no containerd container ($cid)" ;; esac
+done
+k get pods -l swarm-operator.io/job=$JOB -o wide
+for p in $(k get pods -l swarm-operator.io/role=worker -o jsonpath='{.items[*].spec.nodeName}'); do
+  case $p in node-1|node-2|node-3) ;; *) fail "a worker runs on $p, not on a spot node" ;; esac
+done
+for role in trainer registry; do
+  [ "$(k get pods -l swarm-operator.io/role=$role -o jsonpath='{.items[0].spec.nodeName}')" = node-4 ] || fail "$role not on the on-demand node"
+done
+
+status() { k get swarmjob $JOB -o jsonpath="{.status.$1}" 2>/dev/null; }
+step_at_least() { local s; s=$(status step); [ -n "$s" ] && [ "${s%.*}" -ge "$1" ]; }
+wait_until 300 "the first optimizer step (status.step >= 1)" step_at_least 1
+log "FIGURE apply_to_first_step_seconds $(since "$T_APPLY")"
+wait_until 120 "a loss in status" bash -c "[ -n \"\$(kubectl get swarmjob $JOB -o jsonpath='{.status.loss}')\" ]"
+LOSS0=$(status loss); STEP0=$(status step)
+log "step $STEP0, loss $LOSS0"
+wait_until 600 "status.step >= $((STEP0 + 20))" step_at_least $((STEP0 + 20))
+loss_below() { awk -v a="$(status loss)" -v b="$1" 'BEGIN{exit !(a != "" && a + 0 < b + 0)}'; }
+wait_until 300 "status.loss below $LOSS0" loss_below "$LOSS0"
+log "step $(status step), loss $(status loss) (was $LOSS0 at step $STEP0); samples/s $(status samplesPerSecond)"
+k get swarmjobs
+
+REG_IP=$(k get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].status.podIP}')
+stats() { curl -fsS --max-time 3 "http://$(kubectl get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].status.podIP}'):7400/v1/stats"; }
+event() { stats | python3 -c "import json,sys; d=json.load(sys.stdin); e=d.get('events', d); print(int(e.get('$1', 0)))"; }
+stats > "$OUT/stats0.json" || fail "registry /v1/stats at $REG_IP:7400"
+
+# ---- Prometheus ----
+PROM=$(bash "$SRC/scripts/k8s/prometheus.sh" up) || fail "prometheus.sh up"
+promq() { curl -fsS --max-time 5 "$PROM/api/v1/query" --data-urlencode "query=$1" | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(len(r), sum(float(x["value"][1]) for x in r))'; }
+targets_up() { # JOB ROLE-REGEX COUNT: COUNT targets up
+  local r
+  r=$(promq "sum(up{job=\"$1\", pod=~\"$2\"})") || return 1
+  [ "${r#* }" = "$3" ] || [ "$(awk -v v="${r#* }" 'BEGIN{print v+0}')" = "$3" ]
+}
+wait_until 90 "Prometheus: 2 operator pods up" targets_up swarm-operator '.*' 2
+wait_until 90 "Prometheus: $WORKERS workers up" targets_up swarm "$JOB-w-.*" $WORKERS
+wait_until 90 "Prometheus: the trainer up" targets_up swarm "$JOB-t-.*" 1
+wait_until 90 "Prometheus: the registry up" targets_up swarm "$JOB-registry-.*" 1
+log "Prometheus scrapes operator (2), workers ($WORKERS), trainer (1), registry (1)"
+
+# ---- a GKE spot reclaim notice ----
+# The us-central1 spot node with the most workers.
+VICTIM=$(k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -E 'node-[12]$' | sort | uniq -c | sort -rn | awk 'NR==1{print $2}')
+[ -n "$VICTIM" ] || fail "no worker on a us-central1 spot node"
+mapfile -t DOOMED < <(k get pods -l swarm-operator.io/role=worker --field-selector spec.nodeName=$VICTIM -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+UNAVERAGED0=$(event unaveraged_steps); HANDOFFS0=$(event handoffs); STEP1=$(status step)
+log "reclaim notice on $VICTIM (workers ${DOOMED[*]}), step $STEP1"
+T_TAINT=$(now)
+k taint node "$VICTIM" cloud.google.com/impending-node-termination=true:NoSchedule >/dev/null || fail "taint"
+replacements_ready() { # as many Ready workers as before, none on the victim
+  local n
+  n=$(kubectl get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{"\n"}{end}' | wc -l)
+  local ready
+  ready=$(kubectl get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}' \
+    | awk -v v="$VICTIM" '$1 != v && $2 == "True" && $3 == ""' | wc -l)
+  [ "$ready" -ge $WORKERS ]
+}
+wait_until 120 "replacement workers Ready off $VICTIM" replacements_ready
+log "FIGURE reclaim_to_replacement_ready_seconds $(since "$T_TAINT")"
+for d in "${DOOMED[@]}"; do
+  # the doomed pod was deleted gracefully (SIGTERM) and its worker drained
+  wait_until 60 "$d gone" bash -c "! kubectl get pod $d"
+done
+k get pods -l swarm-operator.io/job=$JOB -o wide
+if [ ${#DOOMED[@]} -ge 1 ]; then
+  k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -q '^node-3$' \
+    || fail "with $VICTIM reclaimed and the other us-central1 node full, no worker overflowed to europe-west4 (node-3)"
+  log "overflow to europe-west4: a replacement runs on node-3"
+fi
+[ "$(k get swarmjob $JOB -o jsonpath='{.status.preemptions}')" -ge 1 ] || fail "status.preemptions not counted"
+wait_until 300 "training continues after the reclaim" step_at_least $((STEP1 + 10))
+UNAVERAGED1=$(event unaveraged_steps); HANDOFFS1=$(event handoffs)
+[ "$UNAVERAGED1" = "$UNAVERAGED0" ] || fail "unaveraged steps after the reclaim: $UNAVERAGED0 -> $UNAVERAGED1"
+log "after the reclaim: step $(status step), hand-offs $HANDOFFS0 -> $HANDOFFS1, unaveraged steps $UNAVERAGED1"
+
+# ---- the dashboard: every panel shows data (a preemption happened, so its panels have some) ----
+sleep 12
+# The fp16 loss scale exists only where workers run fp16 with loss scaling (CUDA); these are CPU
+# workers in fp32, so that one panel may be empty.
+python3 "$SRC/tests/cluster/dashboard_check.py" --allow-empty "fp16 loss scale" "$PROM" "$SRC/dashboards/swarm-operator.json" $NS $JOB $OPNS 2m \
+  || fail "dashboard panels without data"
+
+# ---- a node killed outright ----
+KILLED=$(k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -v "^$VICTIM$" | grep -E 'node-[123]$' | sort | uniq -c | sort -rn | awk 'NR==1{print $2}')
+[ -n "$KILLED" ] || fail "no spot node with workers left to kill"
+KILLED_I=${KILLED#node-}
+mapfile -t LOST < <(k get pods -l swarm-operator.io/role=worker --field-selector spec.nodeName=$KILLED -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+PEERS_LOST0=$(event peers_lost); SAMPLES_LOST0=$(event samples_lost); STEP2=$(status step)
+log "killing $KILLED outright (workers ${LOST[*]}), step $STEP2"
+T_KILL=$(now)
+bash "$CL" node-stop "$KILLED_I" || fail "node-stop"
+! pgrep -f "containerd --config /var/lib/swarm-cluster/node-$KILLED_I/" >/dev/null || fail "containerd of $KILLED still runs"
+wait_until 90 "$KILLED NotReady" bash -c "[ \"\$(kubectl get node $KILLED -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" != True ]"
+log "FIGURE node_kill_to_notready_seconds $(since "$T_KILL")"
+alive_off() { # all workers Ready on nodes other than the killed one
+  [ "$(kubectl get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}' \
+    | awk -v v="$KILLED" '$1 != v && $2 == "True" && $3 == ""' | wc -l)" -ge $WORKERS ]
+}
+wait_until 180 "replacements Ready off the killed node" alive_off
+log "FIGURE node_kill_to_replacement_ready_seconds $(since "$T_KILL")"
+wait_until 300 "training continues after the node loss" step_at_least $((STEP2 + 10))
+wait_until 60 "the registry counts the lost peers" bash -c "[ \$(curl -fsS http://\$(kubectl get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].status.podIP}'):7400/v1/stats | python3 -c \"import json,sys; d=json.load(sys.stdin); print(int(d.get('events', d).get('peers_lost', 0)))\") -gt $PEERS_LOST0 ]"
+log "after the node loss: step $(status step), peers_lost $PEERS_LOST0 -> $(event peers_lost), samples_lost $SAMPLES_LOST0 -> $(event samples_lost)"
+k get pods -l swarm-operator.io/job=$JOB -o wide
+
+# ---- the operator's leader pod deleted ----
+no_duplicates() { # exactly one registry, one trainer, perStage live workers per stage label
+  local pods
+  pods=$(kubectl get pods -l swarm-operator.io/job=$JOB -o jsonpath='{range .items[*]}{.metadata.labels.swarm-operator\.io/role} {.metadata.labels.swarm-operator\.io/stage} {.spec.nodeName} {.metadata.deletionTimestamp}{"\n"}{end}' \
+    | awk -v v="$KILLED" '$4 == "" && $3 != v')
+  [ "$(echo "$pods" | grep -c '^registry')" = 1 ] && [ "$(echo "$pods" | grep -c '^trainer')" = 1 ] &&
+    [ "$(echo "$pods" | awk '$1 == "worker"' | awk '{print $2}' | sort | uniq -c | awk '$1 == 2' | wc -l)" = 3 ] &&
+    [ "$(echo "$pods" | awk '$1 == "worker"' | wc -l)" = $WORKERS ]
+}
+wait_until 60 "one pod per role/stage before the operator test" no_duplicates
+LEADER=$(k -n $OPNS get lease swarm-operator -o jsonpath='{.spec.holderIdentity}')
+T_OP=$(now)
+k -n $OPNS delete pod "$LEADER" --wait=false >/dev/null || fail "delete operator pod $LEADER"
+new_leader() { local h; h=$(kubectl -n $OPNS get lease swarm-operator -o jsonpath='{.spec.holderIdentity}'); [ -n "$h" ] && [ "$h" != "$LEADER" ]; }
+wait_until 60 "another operator pod takes the Lease" new_leader
+log "FIGURE operator_failover_seconds $(since "$T_OP") (lease: $LEADER -> $(k -n $OPNS get lease swarm-operator -o jsonpath='{.spec.holderIdentity}'))"
+sleep 10
+no_duplicates || { k get pods -l swarm-operator.io/job=$JOB -o wide; fail "duplicated or missing pods after the operator hand-over"; }
+wait_until 120 "operator Deployment 2/2 again" bash -c "[ \"\$(kubectl -n $OPNS get deploy swarm-operator -o jsonpath='{.status.readyReplicas}')\" = 2 ]"
+
+# ---- the registry pod deleted ----
+REG=$(k get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].metadata.name}')
+REG_UID=$(k get pod "$REG" -o jsonpath='{.metadata.uid}')
+STEP3=$(status step)
+T_REG=$(now)
+k delete pod "$REG" --wait=false >/dev/null || fail "delete registry pod"
+registry_back() {
+  local u r
+  u=$(kubectl get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].metadata.uid}')
+  r=$(kubectl get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].status.conditions[?(@.type=="Ready")].status}')
+  [ -n "$u" ] && [ "$u" != "$REG_UID" ] && [ "$r" = True ]
+}
+wait_until 120 "the registry pod back" registry_back
+log "FIGURE registry_pod_back_seconds $(since "$T_REG")"
+wait_until 300 "training continues after the registry restart" step_at_least $((STEP3 + 10))
+log "after the registry restart: step $(status step) (was $STEP3)"
+no_duplicates || fail "duplicated or missing pods after the registry restart"
+
+# ---- the job deleted ----
+k delete swarmjob $JOB --wait=false >/dev/null || fail "delete swarmjob"
+job_gone() {
+  [ -z "$(kubectl get pods,services,configmaps,secrets,endpointslices -l swarm-operator.io/job=$JOB -o name 2>/dev/null)" ] &&
+  ! kubectl get swarmjob $JOB >/dev/null 2>&1
+}
+# Pods on the killed node cannot finish a graceful deletion: the operator deletes them at once.
+wait_until 120 "every object of the job gone" job_gone
+log "every object of $JOB is gone"
+"$HELM" uninstall swarm-operator -n $OPNS >/dev/null || fail "helm uninstall"
+log "PASS"
