@@ -147,7 +147,6 @@ while launcher.poll() is None:
                 replace(len(victims))
         next_fault = time.time() + every
     time.sleep(0.5)
-settle_attribution()
 deadlocks = 0 if launcher.returncode is not None else 1
 for p in mine.values():
     if p.poll() is None:
@@ -158,6 +157,8 @@ for p in mine.values():
     except subprocess.TimeoutExpired:
         p.kill()
 soak = json.load(open(out + "/soak.json"))
+if current_kind is not None:  # the registry is gone now: the run's total closes the last fault's count
+    lost_by_kind[current_kind] = lost_by_kind.get(current_kind, 0) + soak.get("samples_lost", 0) - lost_at_fault
 steps = soak.get("steps", 0)
 print("soak: launcher exit %s; undisturbed run to step %d ..." % (launcher.returncode, steps), flush=True)
 base_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base.json",
@@ -184,8 +185,8 @@ print("  restores/resyncs     checkpoint_restores %d, checkpoint_steps_lost %d, 
       soak.get("resyncs", 0), soak.get("handoffs", 0)))
 print("  median step time     %.2f s; stalls > 2x: %d" % (median, len(stalls)))
 for t, st, g in stalls:
-    kinds = [f["kind"] for f in faults if f["t"] <= t + 1 and f["t"] >= t - 20]
-    print("    at t=%6.1f s after step %d: %.1f s without a step (faults just before: %s)" % (t, st, g, ",".join(kinds) or "none"))
+    kinds = [f["kind"] for f in faults if t - 20 <= f["t"] <= t + g]  # during the stall or just before
+    print("    at t=%6.1f s after step %d: %.1f s without a step (faults during or just before: %s)" % (t, st, g, ",".join(kinds) or "none"))
 json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "soak": soak, "base": base},
           open(out + "/soak-report.json", "w"), indent=2)
 PY

@@ -111,7 +111,8 @@ void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   if (lost <= 0) return;
   // Should the peer come back (it was frozen, not dead) and drop that gradient itself, it must not
   // count it again (see "dropped" in the progress handler).
-  if (auto it = last_progress_.find(rec.peer_id); it != last_progress_.end()) counted_lost_[rec.peer_id] = it->second;
+  if (auto it = last_progress_.find(rec.peer_id); it != last_progress_.end())
+    counted_lost_[rec.peer_id] = {it->second.first, it->second.second, lost};
   events_["samples_lost"] += lost;
   spdlog::warn("registry: worker {} of stage {} is gone with {} samples of gradient not averaged: "
                "counted as lost",
@@ -361,8 +362,10 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           if (dropped > 0) {
             // The peer dropped its gradient of this round (it fell behind). Counted once: not if
             // the registry already counted it when the peer expired (a frozen peer coming back).
+            // It may have computed more than it had reported when it froze: the rest counts now.
             auto it = counted_lost_.find(peer);
-            if (it != counted_lost_.end() && it->second == std::make_pair(stage, round)) {
+            if (it != counted_lost_.end() && std::get<0>(it->second) == stage && std::get<1>(it->second) == round) {
+              events_["samples_lost"] += std::max<int64_t>(0, dropped - std::get<2>(it->second));
               counted_lost_.erase(it);
             } else {
               events_["samples_lost"] += dropped;

@@ -51,6 +51,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include <map>
 #include <memory>
@@ -110,7 +111,8 @@ class RegistryService {
   nlohmann::json failure_;                   // null while healthy; the first failure reported
   int64_t stage_resets_ = 0;
   std::map<std::string, std::pair<int, int64_t>> last_progress_;  // peer -> (stage, round) it last reported
-  std::map<std::string, std::pair<int, int64_t>> counted_lost_;   // peer -> (stage, round) counted lost on expiry
+  // peer -> (stage, round, samples) counted lost when it expired
+  std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_;
 };
 
 }  // namespace swarm::registry
