@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Figures of the whole system on the one-machine cluster (scripts/k8s/cluster.sh), printed, not
+# asserted (docs/benchmarks.md):
+#   bench/cluster.sh reclaims [N]        N spot reclaims (default 10), one at a time: GKE
+#                                        impending-termination taint on a spot node with a worker ->
+#                                        replacement worker Running and Ready (its data port serving,
+#                                        the readiness probe), p50/p99/max; the taint is lifted after
+#                                        each and the swarm settles before the next
+#   bench/cluster.sh churn [MINUTES] [PERIOD]
+#                                        samples/s undisturbed for MINUTES (default 10), then with a
+#                                        spot reclaim every PERIOD seconds (default 60) for MINUTES:
+#                                        the ratio, and the ratio per worker-second (capacity-adjusted:
+#                                        divided by the mean number of Ready workers)
+# Uses a running cluster (cluster.sh up) with the chart installed, or installs it; runs
+# examples/local-cluster.yaml as `bench-lm` and deletes it at the end. Leaves the cluster up.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SRC=$(pwd)
+MODE=${1:-reclaims}
+JOB=bench-lm
+OPNS=swarm-system
+WORKERS=6   # examples/local-cluster.yaml: 3 stages x perStage 2
+eval "$(bash scripts/k8s/cluster.sh env)"
+export KUBECONFIG
+bash scripts/k8s/cluster.sh status >/dev/null 2>&1 || { echo "bench/cluster.sh: no cluster (scripts/k8s/cluster.sh up)" >&2; exit 1; }
+HELM=$(bash scripts/k8s/build-helm.sh | tail -n 1)
+k() { kubectl "$@"; }
+now() { date +%s.%N; }
+log() { echo "[bench $(date +%T)] $*" >&2; }
+wait_until() { local secs=$1 what=$2; shift 2; local end=$(( $(date +%s) + secs ))
+  while [ "$(date +%s)" -lt "$end" ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  log "timed out after ${secs}s: $what"; return 1; }
+
+if ! "$HELM" status swarm-operator -n $OPNS >/dev/null 2>&1; then
+  "$HELM" install swarm-operator helm/swarm-operator -n $OPNS --create-namespace \
+    --set image.repository=localhost/swarm-operator --set image.tag=dev --set image.pullPolicy=Never \
+    --set progress.periodSeconds=2 --wait --timeout 180s >/dev/null
+fi
+sed "s/^  name: local-lm$/  name: $JOB/" examples/local-cluster.yaml | k apply -f - >/dev/null
+trap 'k delete swarmjob $JOB --wait=false >/dev/null 2>&1; for n in $(k get nodes -o name); do k taint "$n" cloud.google.com/impending-node-termination- >/dev/null 2>&1; done' EXIT
+status() { k get swarmjob $JOB -o jsonpath="{.status.$1}" 2>/dev/null; }
+step_at_least() { local s; s=$(status step); [ -n "$s" ] && [ "${s%.*}" -ge "$1" ]; }
+ready_workers() { k get pods -l swarm-operator.io/job=$JOB,swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}' \
+  | awk -v v="${1:-none}" '$1 != v && $2 == "True" && $3 == ""' | wc -l; }
+settled() { [ "$(ready_workers)" -ge $WORKERS ] && [ -z "$(k get pods -l swarm-operator.io/job=$JOB -o jsonpath='{.items[?(@.metadata.deletionTimestamp)].metadata.name}')" ]; }
+wait_until 300 "first step" step_at_least 1 || exit 1
+wait_until 120 "settled" settled || exit 1
+
+reclaim_once() { # prints seconds from the taint to 3 Ready workers off the node
+  local victim t
+  victim=$(k get pods -l swarm-operator.io/job=$JOB,swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -E 'node-[123]$' | sort | uniq -c | sort -rn | awk 'NR==1{print $2}')
+  [ -n "$victim" ] || return 1
+  t=$(now)
+  k taint node "$victim" cloud.google.com/impending-node-termination=true:NoSchedule >/dev/null
+  local end=$(( $(date +%s) + 120 ))
+  until [ "$(ready_workers "$victim")" -ge $WORKERS ]; do
+    [ "$(date +%s)" -lt "$end" ] || { k taint node "$victim" cloud.google.com/impending-node-termination- >/dev/null; return 1; }
+    sleep 0.1
+  done
+  awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.2f %s\n", b - a, ""}' | tr -d ' \n'
+  echo " $victim"
+  # the node "comes back" (a new spot VM): lift the notice once its old workers are gone
+  wait_until 90 "old workers gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB --field-selector spec.nodeName=$victim -o name)\" ]"
+  k taint node "$victim" cloud.google.com/impending-node-termination- >/dev/null
+}
+
+case $MODE in
+  reclaims)
+    n=${2:-10}
+    : > /tmp/bench-cluster-reclaims.txt
+    for i in $(seq 1 "$n"); do
+      r=$(reclaim_once) || { log "reclaim $i failed"; continue; }
+      log "reclaim $i: ${r% *} s (${r#* })"
+      echo "${r% *}" >> /tmp/bench-cluster-reclaims.txt
+      wait_until 120 "settled" settled
+    done
+    sort -n /tmp/bench-cluster-reclaims.txt | awk '{a[NR]=$1} END{
+      p50=a[int((NR+1)/2)]; i99=int(NR*0.99+0.999); if(i99<1)i99=1; if(i99>NR)i99=NR;
+      printf "reclaim taint -> replacement worker Ready: n=%d p50 %.2f s p99 %.2f s max %.2f s\n", NR, p50, a[i99], a[NR]}'
+    ;;
+  churn)
+    mins=${2:-10}; period=${3:-60}
+    measure() { # SECONDS [RECLAIM_PERIOD]: samples/s over the window and mean Ready workers
+      local secs=$1 per=${2:-0} s0 s1 t0 t1 wsum=0 wn=0 next
+      s0=$(status step); t0=$(now); next=$(( $(date +%s) + per ))
+      local end=$(( $(date +%s) + secs ))
+      while [ "$(date +%s)" -lt "$end" ]; do
+        if [ "$per" -gt 0 ] && [ "$(date +%s)" -ge "$next" ]; then
+          (reclaim_once >/dev/null 2>&1 &) ; next=$(( next + per ))
+        fi
+        wsum=$(( wsum + $(ready_workers) )); wn=$(( wn + 1 ))
+        sleep 5
+      done
+      s1=$(status step); t1=$(now)
+      awk -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v ws="$wsum" -v wn="$wn" -v gb=16 \
+        'BEGIN{sps=(s1-s0)*gb/(t1-t0); w=ws/wn; printf "%.3f %.3f %d\n", sps, w, s1-s0}'
+    }
+    read -r base wb nb < <(measure $((mins * 60)))
+    log "undisturbed: $base samples/s, $wb Ready workers on average, $nb steps"
+    read -r churn wc nc < <(measure $((mins * 60)) "$period")
+    log "reclaim every ${period}s: $churn samples/s, $wc Ready workers on average, $nc steps"
+    awk -v b="$base" -v c="$churn" -v wb="$wb" -v wc="$wc" 'BEGIN{
+      printf "churn/undisturbed samples/s: %.3f; capacity-adjusted (per Ready worker): %.3f\n", c/b, (c/wc)/(b/wb)}'
+    ;;
+  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD]" >&2; exit 2 ;;
+esac
