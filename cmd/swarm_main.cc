@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
@@ -198,7 +199,10 @@ int main(int argc, char** argv) {
       server.start();
       wait_for_stop();
       spdlog::info("worker {}: draining (up to {} s)", worker.peer_id, drain_seconds);
+      const auto drain_started = std::chrono::steady_clock::now();
       server.drain(drain_seconds);
+      spdlog::info("worker {}: drained in {:.2f} s", worker.peer_id,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_started).count());
       const bool failed = server.status().failed;
       server.stop();
       return failed ? 3 : 0;  // 3: its stage came back without its state (see the log)

@@ -97,9 +97,14 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
     bool timed_out = now >= g->opened_at + g->gather_seconds;
     bool everyone_in = !g->joined.empty();
     if (!timed_out && everyone_in) {
+      const Round& rd = stages_[stage].rounds[round];
       for (const PeerRecord& w : peers.live(now, "worker", stage)) {
-        // A draining peer is leaving: it hands its gradient off instead of joining.
-        if (w.state == "draining") continue;
+        // A draining peer with nothing admitted this round has nothing to give: it is not waited
+        // for. One that holds samples of this round joins on its way out.
+        if (w.state == "draining") {
+          auto a = rd.admitted.find(w.peer_id);
+          if (a == rd.admitted.end() || a->second <= 0) continue;
+        }
         if (!g->joined.count(w.peer_id)) {
           everyone_in = false;
           break;

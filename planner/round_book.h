@@ -11,9 +11,11 @@
 //
 // Matchmaking. Peers that want to average gradients for (stage, round) join the group of an
 // `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
-// until every live worker of the stage that is not draining (state "draining": it is leaving and
-// hands its gradient off rather than joining) has joined or `gather_seconds` (fixed by its first join)
-// have passed since its first join; at that moment, observed by group(), it turns Ready and its
+// until every live worker of the stage has joined, except a draining one (state "draining": it is
+// leaving) that reported no admitted sample for the round, or `gather_seconds` (fixed by its first
+// join) have passed since its first join. A draining peer that holds samples of the round is waited
+// for: it joins on its way out, so its gradient is averaged rather than handed to a peer that may
+// already be averaging without it; at that moment, observed by group(), it turns Ready and its
 // members (joined peers still live, sorted by peer_id) are frozen. A join after that is Closed.
 //
 // Garbage collection. Per stage the book keeps the newest round it has seen and the 4 before it.

@@ -166,6 +166,30 @@ TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
   EXPECT_EQ(book.group(0, 2, 0, t, 1.1).state, GroupView::Gathering);
 }
 
+// A draining peer that admitted samples this round holds a gradient the stage counted toward
+// the target: the group waits for it (it joins on its way out), so its samples are averaged
+// instead of handed to a peer that is already averaging without them.
+TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
+  PeerTable t = table_with({"a", "b"});
+  PeerRecord leaving = worker("b", 0);
+  leaving.state = "draining";
+  t.upsert(leaving, 0);
+  RoundBook book;
+  book.report_progress(0, 1, "a", 8, 16, t, 1);
+  book.report_progress(0, 1, "b", 8, 16, t, 1);
+  EXPECT_EQ(book.join(0, 1, 0, member("a", 8), 30, 1), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 1, 0, t, 1.1).state, GroupView::Gathering);
+  EXPECT_EQ(book.join(0, 1, 0, member("b", 8), 30, 1.2), JoinResult::Joined);
+  GroupView g = book.group(0, 1, 0, t, 1.3);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+  // Once it settled its gradient elsewhere (it reports 0 admitted), it is no longer waited for.
+  book.report_progress(0, 2, "a", 8, 16, t, 2);
+  book.report_progress(0, 2, "b", 0, 16, t, 2);
+  EXPECT_EQ(book.join(0, 2, 0, member("a", 8), 30, 2), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
+}
+
 TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   PeerTable t = table_with({"a", "b", "c"});
   RoundBook book;

@@ -200,6 +200,37 @@ TEST(FaultMatrix, AnUnwritableCheckpointDirectoryIsCountedAndTrainingGoesOn) {
   EXPECT_FALSE(fs::is_empty(dir + "/ckpt/stage-1")) << "stage 1's checkpoints were not written";
 }
 
+// Fault: reclaim notices: every 4 s a worker gets SIGTERM with 3 s before SIGKILL (a spot VM's
+// notice, a pod deleted with its grace period), mid-round, on stages of two peers; a replacement
+// starts 1 s later. Rounds are short (a global batch of 32 closes a few times a second), so each
+// notice lands while the stage's other peer is about to average.
+// Expected: every notified worker finishes in time (peers_lost 0); the gradient it holds goes into
+// its stage's average on its way out, or to the peer that stays (handoffs >= 1), never dropped
+// (samples_lost 0); nothing steps alone; the run finishes every step.
+TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidRoundLoseNoSample) {
+  const auto dir = fresh_dir("fm-notice");
+  // A peer expiry of 5 s rather than 1.5 s: on a loaded machine a heartbeat can be late by more
+  // than 1.5 s, and an expiry would count a peer as lost that this test expects to leave cleanly.
+  std::string body = job_body(2, 80);
+  const std::string fast = "heartbeatSeconds: 0.3, peerExpirySeconds: 1.5";
+  body.replace(body.find(fast), fast.size(), "heartbeatSeconds: 0.5, peerExpirySeconds: 5");
+  const auto job = write_job(dir, body);
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress", "--preempt-every",
+                          "4", "--preempt-notice", "3", "--respawn-after", "1", "--seed", "5"},
+                         dir + "/out.log");
+  const int rc = wait_exit(launcher, 600);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+  EXPECT_GE(num(s, "preemptions"), 2) << s.dump();
+  EXPECT_EQ(num(s, "peers_lost"), 0) << s.dump();
+  EXPECT_EQ(num(s, "samples_lost"), 0) << s.dump();
+  EXPECT_GE(num(s, "handoffs"), 1) << s.dump();
+  EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
+  EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+}
+
 // Fault: a worker SIGKILLed and started again at once with the same peer id (a pod restarted in
 // place).
 // Expected: the launcher withdraws the dead incarnation (peers_lost 1, its unaveraged samples

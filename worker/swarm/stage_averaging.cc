@@ -112,8 +112,13 @@ void StageServer::Impl::finish_round() {
     std::lock_guard<std::mutex> lk(mu);
     samples = samples_done;
   }
+  bool leaving_now;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    leaving_now = leaving;
+  }
   try {
-    announce("averaging");
+    announce(leaving_now ? "" : "averaging");  // a leaving peer stays "draining": no new work
   } catch (const std::exception&) {
   }
   auto flat = flat_gradients(*model);
@@ -135,6 +140,12 @@ void StageServer::Impl::finish_round() {
     }
     if (outcome == RoundOutcome::Averaged) {
       averaged = true;
+      if (leaving_now && samples > 0) {
+        // Its way of handing off: the gradient went into the stage's average.
+        spdlog::info("worker {}: leaving: its {} samples went into round {}'s average", opt.peer_id,
+                     samples, r);
+        report_event("handoffs", 1);
+      }
       flat = sum;
       samples = total;
     }

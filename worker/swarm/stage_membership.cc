@@ -340,7 +340,10 @@ bool StageServer::Impl::handoff_gradients() {
       auto m = make_message(kGradientHandoff, {{"stage", s}, {"round", round.load()}, {"samples", samples},
                                                {"peer", opt.peer_id}});
       m.tensors.push_back(to_wire(flat));
-      client.call(std::move(m), to_ms(opt.spec.timeouts.backward_seconds));
+      // Within what is left of a drain's budget: the process must exit before it is killed.
+      double timeout = opt.spec.timeouts.backward_seconds;
+      if (drain_ends > 0) timeout = std::max(0.2, std::min(timeout, drain_ends - now_seconds() - 0.3));
+      client.call(std::move(m), to_ms(timeout));
       spdlog::info("worker {}: handed {} samples of gradient to {}", opt.peer_id, samples, p.peer_id);
       report_event("handoffs", 1);
       return true;
@@ -460,17 +463,64 @@ void StageServer::Impl::drain(double seconds) {
       cv.notify_all();
       return;
     }
+  }
+  // The drain's budget (the pod's grace period, a reclaim notice): half for the backwards owed,
+  // up to 70 % waiting for the round to average this peer's gradient, the rest to hand it off,
+  // checkpoint and deregister. With no other peer serving the stage there is no round to wait for.
+  bool others = false;
+  try {
+    for (const auto& p : registry->peers("worker", stage.load()))
+      if (p.peer_id != opt.peer_id && serving(p)) others = true;
+  } catch (const std::exception&) {
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    const double now = now_seconds();
     leaving = true;
     exiting = true;  // a move assigned from now on is ignored: this process is going away
-    leave_deadline = now_seconds() + seconds;
+    leave_deadline = now + 0.5 * seconds;
+    handoff_at = others ? now + 0.7 * seconds : now;
+    drain_ends = now + 0.85 * seconds;  // the rest of the budget: withdraw and exit before a SIGKILL
   }
   cv.notify_all();
   try {
     announce("");
   } catch (const std::exception&) {
   }
+  // Waiting for the round only helps while it can still close: stop as soon as no other peer
+  // serves the stage (they were stopped too, e.g. the run ended) or the stage's admitted samples
+  // stopped growing short of the target (no trainer sends work).
+  const double until = drain_ends;
+  int64_t last_total = -1;
+  double last_change = now_seconds();
   std::unique_lock<std::mutex> lk(mu);
-  cv.wait_for(lk, to_ms(seconds + 5), [&] { return left || stopping; });
+  while (!left && !stopping && now_seconds() < until) {
+    cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return left || stopping; });
+    const double now = now_seconds();
+    if (left || stopping || samples_done == 0 || now >= handoff_at || target_latched) continue;
+    const int64_t total = others_samples + samples_done;
+    if (total != last_total) {
+      last_total = total;
+      last_change = now;
+    }
+    bool stalled = now - last_change > 2.0;
+    if (!stalled) {
+      const int s = stage.load();
+      lk.unlock();
+      bool others_serve = false;
+      try {
+        for (const auto& p : registry->peers("worker", s))
+          if (p.peer_id != opt.peer_id && serving(p)) others_serve = true;
+      } catch (const std::exception&) {
+      }
+      lk.lock();
+      stalled = !others_serve;
+    }
+    if (stalled) {
+      handoff_at = now;
+      cv.notify_all();
+    }
+  }
 }
 
 void StageServer::drain(double seconds) { impl_->drain(seconds); }

@@ -95,10 +95,12 @@ void StageServer::start() {
     ro.min_gain = spec.rebalancing.min_gain;  // the bottleneck band, as the rebalancer uses it
     first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages), ro);
   }
+  // The heartbeat runs while the state downloads ("joining"): a download longer than the peer
+  // expiry must not make the registry count the newcomer as lost.
+  I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
   I.become_stage(first, I.opt.stage < 0 ? "joined the most loaded stage" : "assigned");
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
-  I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
   spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads",
                I.opt.peer_id, I.stage.load(), I.round.load(), I.opt.host, I.server->port(), I.metrics->port(),
                I.device.str(), I.compute->describe(), torch::get_num_threads());
@@ -113,12 +115,15 @@ void StageServer::stop() {
   }
   I.cv.notify_all();
   I.avg_cv.notify_all();
+  // The heartbeat ends before the withdrawal: an announce still in flight after it would list the
+  // peer again, and its later expiry would count a peer that left cleanly as lost.
+  if (I.heartbeat_thread.joinable()) I.heartbeat_thread.join();
   try {
     if (I.registry) I.registry->withdraw(I.opt.peer_id, /*settled=*/true);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not deregister: {}", I.opt.peer_id, e.what());
   }
-  for (auto* t : {&I.compute_thread, &I.progress_thread, &I.heartbeat_thread})
+  for (auto* t : {&I.compute_thread, &I.progress_thread})
     if (t->joinable()) t->join();
   if (I.server) I.server->stop();
 }
@@ -457,6 +462,7 @@ void StageServer::Impl::compute_loop() {
         // The rebalancer moved this peer: finish the backwards it owes, then go.
         leaving = true;
         leave_deadline = now + opt.spec.timeouts.backward_seconds;
+        handoff_at = leave_deadline;
         spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
       }
       expire_activations_locked(now, false);
@@ -472,6 +478,14 @@ void StageServer::Impl::compute_loop() {
                      opt.peer_id, activations.size());
         expire_activations_locked(now, true);
       }
+      // A leaving peer waits for owed backwards only until its leave deadline; one that never came
+      // (its trainer retried the microbatch elsewhere) must not keep it out of the round it holds
+      // gradient for. A late backward recomputes on another peer of the stage.
+      if (leaving && !activations.empty() && now > leave_deadline) {
+        spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
+                     opt.peer_id, activations.size());
+        expire_activations_locked(now, true);
+      }
       if (!round_due_locked()) task = next_task_locked();
       metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
     }
@@ -480,7 +494,14 @@ void StageServer::Impl::compute_loop() {
       {
         std::lock_guard<std::mutex> lk(mu);
         due = round_due_locked();
-        leave_now = leaving && queue.empty() && (activations.empty() || now_seconds() > leave_deadline);
+        const double t = now_seconds();
+        const bool owes = !activations.empty() && t <= leave_deadline;
+        // A leaving peer holding gradient of this round averages it with the stage on its way
+        // out (the stage waits for it: planner/round_book.h): handing it to a peer that is
+        // already averaging would come too late. Only a round that does not close in time
+        // makes it hand off (complete_leave).
+        const bool awaits_round = samples_done > 0 && t < handoff_at;
+        leave_now = leaving && queue.empty() && !owes && !awaits_round;
       }
       if (resync_requested.exchange(false)) {
         resync();
@@ -547,6 +568,7 @@ void StageServer::Impl::announce(const std::string& state) {
   bool going = false;
   {
     std::lock_guard<std::mutex> lk(mu);
+    if (stopping) return;  // withdrawn (or about to be): announcing would list it again
     going = exiting;
     if (!state.empty()) rec.state = state;
     else if (failed) rec.state = "failed";
@@ -585,9 +607,11 @@ void StageServer::Impl::heartbeat_loop() {
           static_cast<double>(window.back().completed - window.front().completed) / busy;
     }
     try {
-      report_failure();  // until the registry has it
-      announce("");
-      if (ready) check_behind(registry->peers("worker", stage.load()));
+      if (stage.load() >= 0) {  // not before the first join chose the stage
+        report_failure();       // until the registry has it
+        announce("");
+        if (ready) check_behind(registry->peers("worker", stage.load()));
+      }
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: heartbeat failed: {}", opt.peer_id, e.what());
     }

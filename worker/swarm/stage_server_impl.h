@@ -136,7 +136,9 @@ struct StageServer::Impl {
   double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
   bool stopping = false;
   bool leaving = false;           // refusing new forwards: moving to another stage or draining
-  double leave_deadline = 0;
+  double leave_deadline = 0;      // owed backwards are given up after this
+  double handoff_at = 0;          // a leaving peer holding gradient stops waiting for its round
+  double drain_ends = 0;          // a draining peer's budget (SIGTERM) ends: 0 when moving stages
   bool left = false;              // drain finished (compute thread exits)
   bool exiting = false;           // draining to exit (SIGTERM): never moves to another stage
   bool failed = false;            // the stage came back without its state: never serves again

@@ -108,6 +108,8 @@ void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   if (rec.role != "worker" || rec.stage < 0) return;
   const int64_t lost = rounds_.abandon(rec.stage, rec.peer_id);
   events_["peers_lost"] += 1;
+  spdlog::info("registry: worker {} of stage {} lost (expired or withdrawn by its launcher)", rec.peer_id,
+               rec.stage);
   if (lost <= 0) return;
   // Should the peer come back (it was frozen, not dead) and drop that gradient itself, it must not
   // count it again (see "dropped" in the progress handler).
