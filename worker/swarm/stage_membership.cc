@@ -29,6 +29,16 @@ namespace {
 
 bool serving(const planner::PeerRecord& p) { return p.state == "serving" || p.state == "averaging"; }
 
+// Whether a peer other than `self` serves stage `s` (false when the registry cannot be reached).
+bool others_serve(registry::RegistryClient& reg, const std::string& self, int s) {
+  try {
+    for (const auto& p : reg.peers("worker", s))
+      if (p.peer_id != self && serving(p)) return true;
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
 torch::Tensor flat_grads(model::StageModel& m) {
   std::vector<torch::Tensor> parts;
   for (auto& p : m.parameters()) {
@@ -392,12 +402,7 @@ void StageServer::Impl::complete_leave() {
     lost = samples_outstanding;  // forwards whose backward never came: their trainers recompute
     expire_activations_locked(now_seconds(), true);
   }
-  bool alone = true;
-  try {
-    for (const auto& p : registry->peers("worker", from))
-      if (p.peer_id != opt.peer_id && serving(p)) alone = false;
-  } catch (const std::exception&) {
-  }
+  const bool alone = !others_serve(*registry, opt.peer_id, from);
   if (!handoff_gradients()) {
     std::lock_guard<std::mutex> lk(mu);
     lost += samples_done;
@@ -467,12 +472,7 @@ void StageServer::Impl::drain(double seconds) {
   // The drain's budget (the pod's grace period, a reclaim notice): half for the backwards owed,
   // up to 70 % waiting for the round to average this peer's gradient, the rest to hand it off,
   // checkpoint and deregister. With no other peer serving the stage there is no round to wait for.
-  bool others = false;
-  try {
-    for (const auto& p : registry->peers("worker", stage.load()))
-      if (p.peer_id != opt.peer_id && serving(p)) others = true;
-  } catch (const std::exception&) {
-  }
+  const bool others = others_serve(*registry, opt.peer_id, stage.load());
   {
     std::lock_guard<std::mutex> lk(mu);
     const double now = now_seconds();
@@ -507,14 +507,9 @@ void StageServer::Impl::drain(double seconds) {
     if (!stalled) {
       const int s = stage.load();
       lk.unlock();
-      bool others_serve = false;
-      try {
-        for (const auto& p : registry->peers("worker", s))
-          if (p.peer_id != opt.peer_id && serving(p)) others_serve = true;
-      } catch (const std::exception&) {
-      }
+      const bool others = others_serve(*registry, opt.peer_id, s);
       lk.lock();
-      stalled = !others_serve;
+      stalled = !others;
     }
     if (stalled) {
       handoff_at = now;
