@@ -18,9 +18,9 @@
 #include <thread>
 
 #include "common/job_spec.h"
+#include "registry/registry_server.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/local_launcher.h"
-#include "worker/swarm/registry/registry_server.h"
 #include "worker/swarm/stage_server.h"
 #include "worker/swarm/trainer.h"
 

@@ -2,7 +2,7 @@
 // Pure: no I/O, the clock is passed in as `now` (seconds, any monotonic origin). The poller
 // (progress_poller.h) does the HTTP and hands the replies here.
 //
-// Where the figures come from (the registry's REST API, worker/swarm/registry/registry_service.h):
+// Where the figures come from (the registry's REST API, registry/registry_service.h):
 //   GET /v1/peers?role=worker  every live worker's last heartbeat: stage, state, round (= optimizer
 //                              steps its stage has taken), samplesPerSecond (capacity: samples per
 //                              compute-second), queueLength

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "worker/swarm/registry/registry_client.h"
+#include "registry/registry_client.h"
 
 namespace swarm::op {
 namespace {

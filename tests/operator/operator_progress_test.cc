@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "registry/registry_client.h"
 #include "tests/planner/peer_records.h"
 #include "tests/operator/fixtures.h"
-#include "worker/swarm/registry/registry_client.h"
 
 namespace swarm::optest {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <torch/torch.h>
 
+#include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/ports.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace swarm {

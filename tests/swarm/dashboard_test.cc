@@ -20,9 +20,9 @@
 #include <thread>
 
 #include "operator/controller/metrics.h"
+#include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/ports.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;

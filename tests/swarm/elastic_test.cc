@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
@@ -15,7 +16,6 @@
 #include "worker/swarm/checkpoint.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/protocol.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <thread>
 
+#include "registry/registry_client.h"
 #include "tests/planner/peer_records.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/ports.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;

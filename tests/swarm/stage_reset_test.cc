@@ -8,10 +8,10 @@
 #include <chrono>
 #include <thread>
 
+#include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/net/client.h"
 #include "worker/swarm/protocol.h"
-#include "worker/swarm/registry/registry_client.h"
 
 namespace swarm {
 namespace {

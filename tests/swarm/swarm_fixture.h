@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
-#include "worker/swarm/registry/registry_server.h"
+#include "registry/registry_server.h"
 #include "worker/swarm/stage_server.h"
 #include "worker/swarm/trainer.h"
 

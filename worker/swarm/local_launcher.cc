@@ -20,11 +20,11 @@
 #include <thread>
 
 #include "common/job_spec.h"
+#include "registry/registry_client.h"
 #include "worker/swarm/baseline.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/ports.h"
 #include "worker/swarm/preemption.h"
-#include "worker/swarm/registry/registry_client.h"
 
 namespace fs = std::filesystem;
 

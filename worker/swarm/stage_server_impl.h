@@ -12,6 +12,7 @@
 
 #include <torch/torch.h>
 
+#include "registry/registry_client.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
 #include "worker/model/stage_compute.h"
@@ -19,7 +20,6 @@
 #include "worker/net/server.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/stage_server.h"
 
 namespace swarm::runtime {

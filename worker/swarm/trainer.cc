@@ -10,11 +10,11 @@
 #include <thread>
 
 #include "planner/stage_router.h"
+#include "registry/registry_client.h"
 #include "worker/data/text_dataset.h"
 #include "worker/net/client.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/protocol.h"
-#include "worker/swarm/registry/registry_client.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/tensor_wire.h"
 

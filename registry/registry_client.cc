@@ -3,14 +3,14 @@
 #define _TURN_OFF_PLATFORM_STRING
 #endif
 
-#include "worker/swarm/registry/registry_client.h"
+#include "registry/registry_client.h"
 
 #include <algorithm>
 #include <utility>
 
 #include <cpprest/http_client.h>
 
-#include "worker/swarm/registry/wire.h"
+#include "registry/wire.h"
 
 namespace swarm::registry {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/swarm/registry/wire.h"
+#include "registry/wire.h"
 
 #include <charconv>
 #include <cmath>

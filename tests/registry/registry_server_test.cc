@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "registry/registry_client.h"
+#include "registry/registry_server.h"
 #include "tests/planner/peer_records.h"
-#include "worker/swarm/registry/registry_client.h"
-#include "worker/swarm/registry/registry_server.h"
 
 namespace swarm::registry {
 namespace {

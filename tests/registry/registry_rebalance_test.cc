@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "worker/swarm/registry/registry_service.h"
+#include "registry/registry_service.h"
 
 namespace swarm::registry {
 namespace {

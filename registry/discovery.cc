@@ -1,4 +1,4 @@
-#include "worker/swarm/registry/discovery.h"
+#include "registry/discovery.h"
 
 namespace swarm::registry {
 

@@ -3,7 +3,7 @@
 #define _TURN_OFF_PLATFORM_STRING
 #endif
 
-#include "worker/swarm/registry/registry_server.h"
+#include "registry/registry_server.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

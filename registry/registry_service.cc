@@ -1,4 +1,4 @@
-#include "worker/swarm/registry/registry_service.h"
+#include "registry/registry_service.h"
 
 #include <cctype>
 #include <chrono>
@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "worker/swarm/registry/wire.h"
+#include "registry/wire.h"
 
 namespace swarm::registry {
 namespace {

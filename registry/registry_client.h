@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "worker/swarm/registry/discovery.h"
+#include "registry/discovery.h"
 
 namespace swarm::registry {
 

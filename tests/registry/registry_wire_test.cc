@@ -3,8 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "worker/swarm/registry/registry_service.h"
-#include "worker/swarm/registry/wire.h"
+#include "registry/registry_service.h"
+#include "registry/wire.h"
 
 namespace swarm::registry {
 namespace {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "worker/swarm/registry/registry_service.h"
+#include "registry/registry_service.h"
 
 namespace swarm::registry {
 
