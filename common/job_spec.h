@@ -187,6 +187,11 @@ struct JobSpec {
   SecretSpec secret;                              // spec.secret
   RebalancingSpec rebalancing;                    // spec.rebalancing
   CheckpointSpec checkpoint;                      // spec.checkpoint
+  // The Kubernetes-only fields the manifest set (spec.nodePools, spec.placement,
+  // spec.workers.image/resources/minPerStage/maxPerStage, spec.trainers.image/resources), as paths.
+  // The operator reads them (operator/api/swarmjob.h); everything else ignores them, and `swarm
+  // local` says so. Not part of equality or of to_json.
+  std::vector<std::string> cluster_only_fields;
 };
 
 // Every problem found in a spec. errors() holds one message per problem, each starting with the

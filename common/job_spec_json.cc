@@ -76,6 +76,10 @@ class Reader {
   }
 
   void ignore(const char* key) { field(key); }
+  // Accepts `key` unread and appends its path to `seen` when present.
+  void ignore(const char* key, std::vector<std::string>& seen) {
+    if (field(key) != nullptr) seen.push_back(join_path(path_, key));
+  }
 
   void get(const char* key, std::string& out, bool required = false) {
     if (const json* v = field(key, required)) {
@@ -302,6 +306,7 @@ void decode_spec(Reader& root, JobSpec& out) {
     r.get("device", out.workers.device);
     r.get("precision", out.workers.precision);
     r.get("threads", out.workers.threads);
+    for (const char* k : {"image", "resources", "minPerStage", "maxPerStage"}) r.ignore(k, out.cluster_only_fields);
     r.finish();
   }
   {
@@ -314,6 +319,7 @@ void decode_spec(Reader& root, JobSpec& out) {
     routing.get("backwardWeight", t.routing.backward_weight);
     routing.get("explorePeerSeconds", t.routing.explore_peer_seconds);
     routing.finish();
+    for (const char* k : {"image", "resources"}) r.ignore(k, out.cluster_only_fields);
     r.finish();
   }
   {
@@ -355,6 +361,7 @@ void decode_spec(Reader& root, JobSpec& out) {
     r.get("keep", c.keep);
     r.finish();
   }
+  for (const char* k : {"placement", "nodePools"}) spec.ignore(k, out.cluster_only_fields);
   spec.finish();
 }
 

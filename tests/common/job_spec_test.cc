@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/job_spec.h"
+#include "common/job_spec_json.h"
 
 namespace swarm {
 namespace {
@@ -364,6 +365,30 @@ TEST(JobSpec, UnknownFieldsAreErrorsThatListTheAllowedOnes) {
                                     "apiVersion, kind, metadata, spec, status")));
   EXPECT_THAT(errors_of(manifest("{secret: {secretRef: {name: s, key: k, optional: true}}}")),
               ElementsAre(HasSubstr("spec.secret.secretRef.optional: unknown field")));
+}
+
+// The examples written for the operator (nodePools, placement, images, resources) run under
+// `swarm local` too: those fields are accepted, listed, and change nothing else; a misspelling of
+// one is still an error.
+TEST(JobSpec, KubernetesOnlyFieldsAreAcceptedAndListed) {
+  const JobSpec spec = load_job_spec(std::string(SWARM_SOURCE_DIR) + "/examples/local-cluster.yaml");
+  EXPECT_THAT(spec.cluster_only_fields,
+              ElementsAre("spec.workers.image", "spec.workers.resources", "spec.workers.maxPerStage",
+                          "spec.trainers.resources", "spec.placement", "spec.nodePools"));
+  EXPECT_EQ(spec.pipeline.stages, 3);
+  EXPECT_EQ(spec.workers.per_stage, 2);
+
+  const JobSpec plain = parse_job_spec(manifest("{workers: {perStage: 2}}"));
+  EXPECT_THAT(plain.cluster_only_fields, SizeIs(0));
+  JobSpec with = parse_job_spec(manifest(
+      "{workers: {perStage: 2, image: 'x:1', minPerStage: 1}, trainers: {image: 'y:1'}, "
+      "placement: {unschedulableSeconds: 5}, nodePools: [{name: a}]}"));
+  EXPECT_THAT(with.cluster_only_fields, SizeIs(5));
+  EXPECT_TRUE(with.workers == plain.workers);
+  EXPECT_EQ(to_json(with), to_json(plain));
+
+  EXPECT_THAT(errors_of(manifest("{nodePool: []}")),
+              ElementsAre(HasSubstr("spec.nodePool: unknown field (did you mean nodePools?)")));
 }
 
 TEST(JobSpec, CollectsEveryErrorInDocumentOrder) {

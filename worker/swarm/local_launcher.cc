@@ -190,6 +190,12 @@ nlohmann::json make_summary(const nlohmann::json& report, const std::string& mod
 
 int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   const JobSpec spec = load_job_spec(o.job_path);
+  if (!spec.cluster_only_fields.empty()) {
+    std::string fields;
+    for (const std::string& f : spec.cluster_only_fields) fields += (fields.empty() ? "" : ", ") + f;
+    spdlog::info("{}: {} only place pods on Kubernetes (the operator reads them); swarm local ignores them",
+                 o.job_path, fields);
+  }
   const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
   const double started = now_seconds();
   const bool tty = o.progress && ::isatty(1);
