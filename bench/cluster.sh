@@ -59,6 +59,7 @@ reclaim_once() { # prints seconds from the taint to 3 Ready workers off the node
   done
   awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.2f %s\n", b - a, ""}' | tr -d ' \n'
   echo " $victim"
+  python3 tests/cluster/pod_phases.py "$t" swarm-operator.io/job=$JOB,swarm-operator.io/role=worker >&2
   # the node "comes back" (a new spot VM): lift the notice once its old workers are gone
   wait_until 90 "old workers gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB --field-selector spec.nodeName=$victim -o name)\" ]"
   k taint node "$victim" cloud.google.com/impending-node-termination- >/dev/null

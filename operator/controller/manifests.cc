@@ -152,7 +152,9 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   json c = process_container(job, "worker", job.op.workers, args);
   c["ports"] = json::array({{{"name", "data"}, {"containerPort", kWorkerPort}},
                             {{"name", "metrics"}, {"containerPort", kMetricsPort}}});
-  c["readinessProbe"] = {{"tcpSocket", {{"port", kWorkerPort}}}, {"periodSeconds", 2}};
+  // Ready only while serving its stage (GET /readyz on the metrics port): a replacement counts once
+  // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
+  c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
   json p = pod(job, name, "worker", c, "Always");
   auto& labels = p["metadata"]["labels"];
   labels[kLabelStage] = std::to_string(stage);

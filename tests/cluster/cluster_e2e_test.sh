@@ -162,6 +162,7 @@ VICTIM=$(k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[
 [ -n "$VICTIM" ] || fail "no worker on a us-central1 spot node"
 mapfile -t DOOMED < <(k get pods -l swarm-operator.io/role=worker --field-selector spec.nodeName=$VICTIM -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
 UNAVERAGED0=$(event unaveraged_steps); HANDOFFS0=$(event handoffs); STEP1=$(status step)
+RLOST0=$(event samples_lost); RPEERS0=$(event peers_lost)
 log "reclaim notice on $VICTIM (workers ${DOOMED[*]}), step $STEP1"
 T_TAINT=$(now)
 k taint node "$VICTIM" cloud.google.com/impending-node-termination=true:NoSchedule >/dev/null || fail "taint"
@@ -175,6 +176,7 @@ replacements_ready() { # as many Ready workers as before, none on the victim
 }
 wait_until 120 "replacement workers Ready off $VICTIM" replacements_ready
 log "FIGURE reclaim_to_replacement_ready_seconds $(since "$T_TAINT")"
+python3 "$SRC/tests/cluster/pod_phases.py" "$T_TAINT" swarm-operator.io/job=$JOB,swarm-operator.io/role=worker
 for d in "${DOOMED[@]}"; do
   # the doomed pod was deleted gracefully (SIGTERM) and its worker drained
   wait_until 60 "$d gone" bash -c "! kubectl get pod $d"
@@ -189,7 +191,13 @@ fi
 wait_until 300 "training continues after the reclaim" step_at_least $((STEP1 + 10))
 UNAVERAGED1=$(event unaveraged_steps); HANDOFFS1=$(event handoffs)
 [ "$UNAVERAGED1" = "$UNAVERAGED0" ] || fail "unaveraged steps after the reclaim: $UNAVERAGED0 -> $UNAVERAGED1"
-log "after the reclaim: step $(status step), hand-offs $HANDOFFS0 -> $HANDOFFS1, unaveraged steps $UNAVERAGED1"
+RLOST1=$(event samples_lost); RPEERS1=$(event peers_lost)
+log "after the reclaim: step $(status step), hand-offs $HANDOFFS0 -> $HANDOFFS1, unaveraged steps $UNAVERAGED1, samples_lost $RLOST0 -> $RLOST1, peers_lost $RPEERS0 -> $RPEERS1"
+# Reclaimed workers leave gracefully: each gives its gradient to its stage on the way out (joins the
+# open round or hands it off), so nothing is lost and no peer is counted as lost.
+[ "$HANDOFFS1" -gt "$HANDOFFS0" ] || fail "no hand-off counted for the reclaimed workers (${DOOMED[*]})"
+[ "$RLOST1" = "$RLOST0" ] || fail "samples lost across a graceful reclaim: $RLOST0 -> $RLOST1"
+[ "$RPEERS1" = "$RPEERS0" ] || fail "peers counted lost across a graceful reclaim: $RPEERS0 -> $RPEERS1"
 
 # ---- the dashboard: every panel shows data (a preemption happened, so its panels have some) ----
 sleep 12

@@ -50,6 +50,10 @@ TEST(Manifests, WorkerPodRunsTheWorkerWherePoolAndSpreadSay) {
   EXPECT_TRUE(secret);
   EXPECT_EQ(spec["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
   EXPECT_EQ(spec["topologySpreadConstraints"][1]["topologyKey"], "topology.kubernetes.io/region");
+  // Ready means serving its stage (the worker's GET /readyz), not merely listening.
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"], c["ports"][1]["containerPort"]);
+  EXPECT_EQ(c["ports"][1]["name"], "metrics");
 }
 
 TEST(Manifests, SupportObjects) {

@@ -4,8 +4,10 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -58,6 +60,35 @@ TEST(Metrics, WorkerExpositionPassesPromtoolAfterTraining) {
     auto [rc, out] = promtool_check(text);
     EXPECT_EQ(rc, 0) << out;
   }
+}
+
+int readyz(int port) {
+  auto r = shell("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) + "/readyz");
+  return std::atoi(r.second.c_str());
+}
+
+// GET /readyz (a worker pod's readiness probe) follows the readiness callback: 503 before one is
+// set and while it says no, 200 while it says yes.
+TEST(Metrics, ReadyzFollowsTheReadinessCallback) {
+  runtime::Metrics m("127.0.0.1:0", "worker", "p");
+  EXPECT_EQ(readyz(m.port()), 503);
+  std::atomic<bool> serving{true};
+  m.set_readiness([&serving] { return serving.load(); });
+  EXPECT_EQ(readyz(m.port()), 200);
+  serving = false;
+  EXPECT_EQ(readyz(m.port()), 503);
+  m.set_readiness(nullptr);
+  EXPECT_EQ(readyz(m.port()), 503);
+}
+
+// A worker is ready while it serves its stage and stops being ready when it stops.
+TEST(Metrics, AWorkerIsReadyWhileServingItsStage) {
+  torch::set_num_threads(1);
+  testing::LocalSwarm swarm(testing::tiny_job(2, 1), 1);
+  for (auto& w : swarm.workers) EXPECT_EQ(readyz(w->metrics_port()), 200);
+  const int port = swarm.workers[0]->metrics_port();
+  swarm.workers[0]->stop();
+  EXPECT_NE(readyz(port), 200);
 }
 
 TEST(Metrics, TrainerMetricNamesPassPromtool) {

@@ -98,6 +98,11 @@ struct Metrics::Endpoint {
       if (path == "/metrics" || path == "/metrics/") {
         req.reply(web::http::status_codes::OK, metrics->exposition(), "text/plain; version=0.0.4")
             .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
+      } else if (path == "/readyz") {
+        const bool ready = metrics->ready();
+        req.reply(ready ? web::http::status_codes::OK : web::http::status_codes::ServiceUnavailable,
+                  ready ? "serving\n" : "not serving\n", "text/plain")
+            .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
       } else {
         req.reply(web::http::status_codes::NotFound, "not found: " + path + "\n")
             .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
@@ -115,6 +120,20 @@ struct Metrics::Endpoint {
 };
 
 Metrics::~Metrics() = default;
+
+void Metrics::set_readiness(std::function<bool()> ready) {
+  std::lock_guard<std::mutex> lk(readiness_mu_);
+  readiness_ = std::move(ready);
+}
+
+bool Metrics::ready() const {
+  std::function<bool()> f;
+  {
+    std::lock_guard<std::mutex> lk(readiness_mu_);
+    f = readiness_;
+  }
+  return f && f();
+}
 
 std::string Metrics::exposition() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());

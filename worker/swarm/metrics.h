@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,10 @@ class Metrics {
   ~Metrics();
 
   int port() const { return port_; }
+  // GET /readyz answers 200 while `ready` returns true and 503 otherwise (always 503 before a
+  // callback is set): a worker's readiness probe, true only while it serves its stage.
+  void set_readiness(std::function<bool()> ready);
+  bool ready() const;
   // The current metrics in Prometheus' text exposition format (what GET /metrics returns).
   std::string exposition() const;
 
@@ -59,6 +64,8 @@ class Metrics {
   struct Endpoint;  // the HTTP listener serving /metrics
   std::unique_ptr<Endpoint> endpoint_;
   int port_ = 0;
+  mutable std::mutex readiness_mu_;
+  std::function<bool()> readiness_;
   prometheus::Labels base_;
   prometheus::Family<prometheus::Counter>* samples_ = nullptr;
   prometheus::Family<prometheus::Histogram>* latency_ = nullptr;

@@ -56,6 +56,8 @@ StageServer::~StageServer() { stop(); }
 void StageServer::start() {
   auto& I = *impl_;
   if (I.started.exchange(true)) return;
+  const double t_start = now_seconds();
+  spdlog::info("worker {}: starting", I.opt.peer_id);
   const auto& spec = I.opt.spec;
   torch::set_num_threads(std::max(1, I.opt.threads));
   I.device = model::pick_device(spec.workers.device);
@@ -74,6 +76,12 @@ void StageServer::start() {
                    I.device.str());
   }
   I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "worker", I.opt.peer_id);
+  // Ready (GET /readyz, the pod's readiness probe) while serving its stage: not while joining or
+  // downloading state, draining or moving, nor after its stage came back without state.
+  I.metrics->set_readiness([&I] {
+    std::lock_guard<std::mutex> lk(I.mu);
+    return I.ready && !I.leaving && !I.failed;
+  });
   I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
   I.server = std::make_unique<net::Server>(
       I.opt.host, static_cast<uint16_t>(I.opt.port), I.opt.secret,
@@ -98,17 +106,21 @@ void StageServer::start() {
   // The heartbeat runs while the state downloads ("joining"): a download longer than the peer
   // expiry must not make the registry count the newcomer as lost.
   I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
+  const double t_join = now_seconds();
   I.become_stage(first, I.opt.stage < 0 ? "joined the most loaded stage" : "assigned");
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
-  spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads",
+  spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads; "
+               "started in {:.2f} s ({:.2f} s joining the stage)",
                I.opt.peer_id, I.stage.load(), I.round.load(), I.opt.host, I.server->port(), I.metrics->port(),
-               I.device.str(), I.compute->describe(), torch::get_num_threads());
+               I.device.str(), I.compute->describe(), torch::get_num_threads(), now_seconds() - t_start,
+               now_seconds() - t_join);
 }
 
 void StageServer::stop() {
   auto& I = *impl_;
   if (!I.started || I.stopped.exchange(true)) return;
+  if (I.metrics) I.metrics->set_readiness(nullptr);
   {
     std::lock_guard<std::mutex> lk(I.mu);
     I.stopping = true;
