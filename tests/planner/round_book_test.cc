@@ -190,6 +190,29 @@ TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
   EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
 }
 
+// A joining peer (state download in progress, from a peer of this very group) and a failed peer
+// hold no gradient: the group does not wait for them. Seen on a cluster: a reclaimed worker's
+// replacement, joining, held its stage's round for the 15-s window while its state request sat
+// queued behind that round on the donor.
+TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
+  for (const char* state : {"joining", "failed"}) {
+    SCOPED_TRACE(state);
+    PeerTable t = table_with({"a", "b"});
+    PeerRecord newcomer = worker("b", 0);
+    newcomer.state = state;
+    t.upsert(newcomer, 0);
+    RoundBook book;
+    EXPECT_EQ(book.join(0, 1, 0, member("a", 16), 30, 1), JoinResult::Joined);
+    GroupView g = book.group(0, 1, 0, t, 1.1);
+    EXPECT_EQ(g.state, GroupView::Ready);
+    EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
+    // Once serving, it is waited for.
+    t.upsert(worker("b", 0), 0);
+    EXPECT_EQ(book.join(0, 2, 0, member("a", 16), 30, 1), JoinResult::Joined);
+    EXPECT_EQ(book.group(0, 2, 0, t, 1.1).state, GroupView::Gathering);
+  }
+}
+
 TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   PeerTable t = table_with({"a", "b", "c"});
   RoundBook book;
