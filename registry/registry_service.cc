@@ -258,6 +258,12 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         expire_locked(t);
         const bool worker = rec.role == "worker";
         const int stage = rec.stage;
+        // A serving worker's round is a step its stage reached. After a restart this registry
+        // knows nothing of the job's rounds: the first heartbeats give them back (stageRounds).
+        if (worker && stage >= 0 && rec.state != "joining" && rec.state != "failed") {
+          auto& high = stage_round_high_[stage];
+          high = std::max(high, rec.round);
+        }
         peers_.upsert(std::move(rec), t);
         auto it = assignments_.find(id);
         if (it != assignments_.end() && (!worker || it->second == stage)) assignments_.erase(it);

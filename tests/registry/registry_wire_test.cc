@@ -135,6 +135,25 @@ TEST_F(ServiceTest, TheNewestRoundOfAStageIsPublished) {
   EXPECT_EQ(closed["newestRound"], 9);
 }
 
+// A registry restarted mid-run knows no rounds: the heartbeats of serving workers give their
+// stage's step back at once (a replacement's "did the stage train?" check needs it), those of a
+// joining worker (round not yet synced) or a failed one do not.
+TEST_F(ServiceTest, ARestartedRegistryLearnsTheStagesStepFromHeartbeats) {
+  auto put = [&](const std::string& id, int stage, const std::string& state, int round) {
+    json body{{"role", "worker"}, {"stage", stage}, {"host", "h"}, {"port", 1}, {"state", state}, {"round", round}};
+    call("PUT", "/v1/peers/" + id, body.dump());
+  };
+  put("a", 0, "serving", 37);
+  put("b", 0, "averaging", 36);
+  put("c", 1, "joining", 50);
+  put("d", 1, "failed", 60);
+  json rounds = call("GET", "/v1/stats")["stageRounds"];
+  EXPECT_EQ(rounds.value("0", -1), 37);
+  EXPECT_FALSE(rounds.contains("1")) << rounds.dump();
+  put("c", 1, "serving", 37);
+  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("1", -1), 37);
+}
+
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
 // drops that gradient itself ("dropped" with its progress), they are not counted again. A drop the
 // registry had not counted is counted.
