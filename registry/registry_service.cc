@@ -100,6 +100,13 @@ RegistryService::RegistryService(RegistryOptions options)
 
 double RegistryService::now() const { return options_.clock(); }
 
+bool RegistryService::membership_known_locked(double t) const {
+  if (t - started_at_ >= options_.peer_expiry_seconds) return true;
+  for (const auto& [stage, round] : stage_round_high_)
+    if (round > 0) return false;
+  return true;
+}
+
 void RegistryService::expire_locked(double t) {
   for (const auto& rec : peers_.expire(t)) lose_locked(rec);
 }
@@ -403,7 +410,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         if (method != "GET") return wrong_method("GET");
         std::lock_guard<std::mutex> lock(mu_);
         const double t = now();
-        return reply(200, wire::to_json(rounds_.group(stage, round, attempt, peers_, t)));
+        return reply(200, wire::to_json(rounds_.group(stage, round, attempt, peers_, t, membership_known_locked(t))));
       }
     }
 

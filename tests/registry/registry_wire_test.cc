@@ -75,6 +75,9 @@ TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
 }
 
 TEST_F(ServiceTest, ProgressAndMatchmaking) {
+  // Rounds past 0 from a registry that just started mean it restarted mid-run: its first expiry
+  // period waits for heartbeats (ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete).
+  now_ += 3;
   announce("a", 0);
   announce("b", 0);
   json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
@@ -152,6 +155,30 @@ TEST_F(ServiceTest, ARestartedRegistryLearnsTheStagesStepFromHeartbeats) {
   EXPECT_FALSE(rounds.contains("1")) << rounds.dump();
   put("c", 1, "serving", 37);
   EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("1", -1), 37);
+}
+
+// A registry restarted mid-run (the job is past step 0 in its first expiry period) has not heard
+// every live worker yet: a group joined by the only worker it knows stays gathering, so that the
+// peers not yet re-announced are not left out of the round (they would find it closed and drop
+// their gradient). Once they have announced and joined, the group is complete.
+TEST_F(ServiceTest, ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete) {
+  auto put = [&](const std::string& id) {
+    json body{{"role", "worker"}, {"stage", 0}, {"host", "h"}, {"port", 1}, {"state", "averaging"}, {"round", 12}};
+    call("PUT", "/v1/peers/" + id, body.dump());
+  };
+  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  put("a");
+  call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
+  now_ += 0.5;
+  EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
+  put("b");
+  call("POST", path + "/join", R"({"peerId":"b","host":"h","port":2,"gatherSeconds":5})");
+  now_ += 2;  // past the expiry: every live peer has announced
+  put("a");
+  put("b");
+  json g = call("GET", path + "/group");
+  EXPECT_EQ(g["state"], "ready");
+  EXPECT_EQ(g["members"].size(), 2u) << g.dump();
 }
 
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
