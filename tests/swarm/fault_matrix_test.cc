@@ -388,4 +388,44 @@ TEST(FaultMatrix, TheRegistryKilledAndRestartedAtTheSameAddressLosesNoStep) {
   EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2})) << s.dump();
 }
 
+// Fault: the trainer SIGKILLed mid-run with microbatches in flight (forwards done on the workers,
+// backwards never to come); a new trainer with the same peer id starts 2 s later (a restarted pod).
+// Processes started one by one, as on Kubernetes: registry, four workers, the trainer.
+// Expected: the workers drop the dead trainer's activations once the round closes (within
+// min(backward timeout, averaging timeout / 4) = 2.5 s, before the stage's gather window of 5 s
+// ends) instead of waiting for them: the round they were admitted to closes with every peer, on
+// the samples whose backward was done. No worker dies or loses gradient (peers_lost 0,
+// samples_lost 0: activations without a backward never were gradient; no re-sync), nothing steps
+// alone (unaveraged_steps 0). The new trainer takes up the swarm's step (it never goes back) and
+// finishes the run within its bound.
+TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
+  const auto dir = fresh_dir("fm-trainer");
+  const auto job = write_job(dir, job_body(2, 40));
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  Processes procs;
+  procs.registry("127.0.0.1", port, job, dir + "/registry.log");
+  procs.workers(job, url, dir);
+  const pid_t first = start_trainer(job, url, dir + "/first.json", 40);
+  const bool trained = wait_for_steps(dir + "/first.json", 8, 240);
+  const int64_t before = registry_step(stats_of(url), 2);
+  ::kill(first, SIGKILL);
+  wait_exit(first, 10);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int rc = wait_exit(start_trainer(job, url, dir + "/second.json", 40), 400);
+  const auto st = stats_of(url);
+  ASSERT_TRUE(trained) << read_text(dir + "/first.log");
+  ASSERT_EQ(rc, 0) << read_text(dir + "/second.log");
+  auto r = read_json(dir + "/second.json");
+  EXPECT_TRUE(r.value("finished", false)) << r.dump();
+  EXPECT_GE(r.value("steps", int64_t{0}), 40);
+  ASSERT_TRUE(st.is_object());
+  EXPECT_GE(registry_step(st, 2), std::max<int64_t>(before, 40)) << st.dump();
+  const auto ev = st.value("events", nlohmann::json::object());
+  for (const char* k : {"unaveraged_steps", "samples_lost", "peers_lost", "stage_steps_lost", "resyncs"})
+    EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
+}
+
 }  // namespace
