@@ -428,4 +428,53 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
     EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
 }
 
+// Fault: the registry SIGKILLed and started again at another address (127.0.0.2 and another port
+// instead of 127.0.0.1), as when its machine is gone and it comes back elsewhere. Peers find it
+// through an address file: they were given --registry file:PATH, and whoever starts the registry
+// writes its URL there (atomically); a peer re-reads the file after each registry call that did not
+// get through. (On Kubernetes the registry Service's name in a plain URL keeps one address.)
+// Expected: workers and the trainer follow the file to the new registry and re-announce there; it
+// learns each stage's step from them (no regression); training finishes every step within its
+// bound, nothing steps alone, no sample is lost, no peer counts as lost or re-syncs.
+TEST(FaultMatrix, TheRegistryRestartedAtAnotherAddressIsFoundThroughTheAddressFile) {
+  const auto dir = fresh_dir("fm-moved");
+  const auto job = write_job(dir, job_body(2, 40));
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
+  const std::string address = dir + "/registry-url";
+  auto publish = [&](const std::string& url) {
+    std::ofstream(address + ".tmp") << url << "\n";
+    fs::rename(address + ".tmp", address);
+  };
+  const int port = free_port(), moved_port = free_port();
+  ASSERT_GT(port, 0);
+  ASSERT_GT(moved_port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string moved = "http://127.0.0.2:" + std::to_string(moved_port);
+  publish(url);
+  Processes procs;
+  procs.registry("127.0.0.1", port, job, dir + "/registry.log");
+  const pid_t old_registry = procs.pids.back();
+  procs.workers(job, "file:" + address, dir);
+  const pid_t trainer = start_trainer(job, "file:" + address, dir + "/trainer.json", 40);
+  const bool trained = wait_for_steps(dir + "/trainer.json", 8, 240);
+  const int64_t before = registry_step(stats_of(url), 2);
+  ::kill(old_registry, SIGKILL);
+  procs.registry("127.0.0.2", moved_port, job, dir + "/moved-registry.log");
+  publish(moved);
+  const bool learned = eventually([&] { return registry_step(stats_of(moved), 2) >= before; }, 60);
+  const int rc = wait_exit(trainer, 400);
+  const auto st = stats_of(moved);
+  ASSERT_TRUE(trained) << read_text(dir + "/trainer.log") << read_text(dir + "/stage0-w0.log");
+  ASSERT_GE(before, 8);
+  EXPECT_TRUE(learned) << "step before the move " << before << ", stats now " << st.dump();
+  ASSERT_EQ(rc, 0) << read_text(dir + "/trainer.log");
+  auto r = read_json(dir + "/trainer.json");
+  EXPECT_TRUE(r.value("finished", false)) << r.dump();
+  ASSERT_TRUE(st.is_object()) << read_text(dir + "/moved-registry.log");
+  EXPECT_GE(registry_step(st, 2), 40) << st.dump();
+  const auto ev = st.value("events", nlohmann::json::object());
+  for (const char* k : {"unaveraged_steps", "samples_lost", "peers_lost", "stage_steps_lost", "resyncs"})
+    EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
+}
+
 }  // namespace
