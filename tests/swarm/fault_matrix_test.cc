@@ -428,6 +428,39 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
     EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
 }
 
+// Fault: a peer whose clock is minutes off. Wall-clock time does not cross the wire: peers send no
+// time stamp (RegistryClient::announce leaves lastSeen out), expiry and deadlines run on each
+// process's monotonic clock. A peer could only skew the registry by sending a stamp itself; this
+// one does, ten minutes ahead and ten minutes behind, on a real `swarm registry`.
+// Expected: both records are live after the announce (neither expired early nor kept), listed with
+// the registry's own time of receipt (within seconds of ours, not the peer's), and both expire
+// after the peer expiry (1.5 s) once they stop heartbeating, like any other peer.
+TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
+  const auto dir = fresh_dir("fm-clock");
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const pid_t reg = start({"registry", "--host", "127.0.0.1", "--port", std::to_string(port), "--peer-expiry", "1.5"},
+                          dir + "/registry.log");
+  swarm::registry::RegistryClient client(url, std::chrono::milliseconds(2000));
+  ASSERT_TRUE(eventually([&] { return client.healthy(); }, 30)) << read_text(dir + "/registry.log");
+  const double unix_now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& [id, skew] : {std::pair<std::string, double>{"ahead", 600}, {"behind", -600}}) {
+    const std::string body = "{\"role\":\"worker\",\"stage\":0,\"host\":\"127.0.0.1\",\"port\":9,\"state\":"
+                             "\"serving\",\"lastSeen\":" + std::to_string(unix_now + skew) + "}";
+    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -d '" + body + "' " + url +
+                            "/v1/peers/" + id + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  const auto listed = client.peers("worker");
+  ASSERT_EQ(listed.size(), 2u);
+  for (const auto& p : listed) EXPECT_NEAR(p.last_seen, unix_now, 30) << p.peer_id;
+  EXPECT_TRUE(eventually([&] { return client.peers("worker").empty(); }, 10)) << "a skewed record outlived the expiry";
+  ::kill(reg, SIGTERM);
+  wait_exit(reg, 30);
+}
+
 // Fault: the registry SIGKILLed and started again at another address (127.0.0.2 and another port
 // instead of 127.0.0.1), as when its machine is gone and it comes back elsewhere. Peers find it
 // through an address file: they were given --registry file:PATH, and whoever starts the registry
