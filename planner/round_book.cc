@@ -111,6 +111,10 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
         }
       }
     }
+    // No joined peer live (a registry that has not heard them yet): nobody to average, not complete.
+    bool anyone_live = false;
+    for (const auto& [id, m] : g->joined) anyone_live = anyone_live || peers.is_live(id, now);
+    everyone_in = everyone_in && anyone_live;
     if (timed_out || everyone_in) {
       g->ready = true;
       for (const auto& [id, m] : g->joined) {  // map order: sorted by peer_id

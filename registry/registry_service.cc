@@ -402,6 +402,10 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           const double gather = wire::get_number(j, "gatherSeconds", 0, kMaxGatherSeconds);
           std::lock_guard<std::mutex> lock(mu_);
           const double t = now();
+          // A join is a report of the round too: a registry restarted a moment ago may hear of
+          // the job's rounds first through one (membership_known_locked).
+          auto& high = stage_round_high_[stage];
+          high = std::max(high, round);
           if (rounds_.join(stage, round, attempt, m, gather, t) == planner::JoinResult::Closed) {
             return reply(409, json{{"error", "round closed"}, {"newestRound", rounds_.newest_round(stage)}});
           }

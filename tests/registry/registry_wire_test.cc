@@ -181,6 +181,17 @@ TEST_F(ServiceTest, ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsCo
   EXPECT_EQ(g["members"].size(), 2u) << g.dump();
 }
 
+// The first thing a restarted registry hears may be a join, from a peer whose heartbeat has not
+// come yet: the group is not complete (no joined peer is live), and the join tells the registry
+// the job is past step 0. Before, the group was complete with no member and the joiner, finding
+// itself left out, dropped its gradient.
+TEST_F(ServiceTest, ARestartedRegistryHearingAJoinFirstKeepsTheGroupGathering) {
+  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
+  EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
+  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("0", -1), 12);
+}
+
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
 // drops that gradient itself ("dropped" with its progress), they are not counted again. A drop the
 // registry had not counted is counted.
