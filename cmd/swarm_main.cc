@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   cmd_worker->add_option("--drain-seconds", drain_seconds,
                          "on SIGTERM: time to finish owed work and hand off gradients")->capture_default_str();
   cmd_worker->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
-  cmd_worker->add_option("--registry", worker.registry_url, "registry URL, http://host:port")->required();
+  cmd_worker->add_option("--registry", worker.registry_url, "registry URL, http://host:port, or file:PATH (a file holding it, read again when the registry does not answer)")->required();
   cmd_worker->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
   cmd_worker->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
   cmd_worker->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   cmd_trainer->add_option("--job", trainer_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
   cmd_trainer->add_option("--index", trainer.index, "trainer index (selects the data stream)")->capture_default_str();
   cmd_trainer->add_option("--peer-id", trainer.peer_id, "unique peer name")->required();
-  cmd_trainer->add_option("--registry", trainer.registry_url, "registry URL")->required();
+  cmd_trainer->add_option("--registry", trainer.registry_url, "registry URL, or file:PATH (as for swarm worker)")->required();
   cmd_trainer->add_option("--report", trainer.report_path, "progress report JSON file");
   cmd_trainer->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
   cmd_trainer->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");

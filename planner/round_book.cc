@@ -87,7 +87,7 @@ JoinResult RoundBook::join(int stage, int64_t round, int attempt, const Member& 
 }
 
 GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTable& peers,
-                           double now) {
+                           double now, bool membership_known) {
   GroupView view;
   if (is_garbage(stage, round)) return view;
   Group* g = find_group(stage, round, attempt);
@@ -95,7 +95,7 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
 
   if (!g->ready) {
     bool timed_out = now >= g->opened_at + g->gather_seconds;
-    bool everyone_in = !g->joined.empty();
+    bool everyone_in = membership_known && !g->joined.empty();
     if (!timed_out && everyone_in) {
       const Round& rd = stages_[stage].rounds[round];
       for (const PeerRecord& w : peers.live(now, "worker", stage)) {
@@ -115,6 +115,10 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
         }
       }
     }
+    // No joined peer live (a registry that has not heard them yet): nobody to average, not complete.
+    bool anyone_live = false;
+    for (const auto& [id, m] : g->joined) anyone_live = anyone_live || peers.is_live(id, now);
+    everyone_in = everyone_in && anyone_live;
     if (timed_out || everyone_in) {
       g->ready = true;
       for (const auto& [id, m] : g->joined) {  // map order: sorted by peer_id

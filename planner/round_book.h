@@ -76,8 +76,11 @@ class RoundBook {
   JoinResult join(int stage, int64_t round, int attempt, const Member& m, double gather_seconds,
                   double now);
 
-  // The group's view; turns a gathering group Ready when its time has come (see above).
-  GroupView group(int stage, int64_t round, int attempt, const PeerTable& peers, double now);
+  // The group's view; turns a gathering group Ready when its time has come (see above). With
+  // `membership_known` false (`peers` may still lack live workers: a registry restarted mid-run
+  // before every peer re-announced) only the gather window closes a group.
+  GroupView group(int stage, int64_t round, int attempt, const PeerTable& peers, double now,
+                  bool membership_known = true);
 
   // A peer is gone without settling its gradient (killed, or expired): returns the samples it
   // reported for the newest round of `stage` it reported in, unless it is a member of that round's

@@ -6,6 +6,8 @@
 #include "registry/registry_client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <mutex>
 #include <utility>
 
 #include <cpprest/http_client.h>
@@ -40,30 +42,72 @@ RegistryError::RegistryError(const std::string& message, int status)
     : std::runtime_error(message), status_(status) {}
 
 struct RegistryClient::Impl {
-  std::unique_ptr<http_client> client;
+  std::string address_file;  // "" unless constructed with "file:PATH"
+  http_client_config config;
+  std::mutex mu;
+  std::string base;                     // guarded by mu
+  std::shared_ptr<http_client> client;  // guarded by mu
+
+  std::pair<std::string, std::shared_ptr<http_client>> current() {
+    std::lock_guard<std::mutex> lk(mu);
+    return {base, client};
+  }
+  // Points the client at `url`; throws std::invalid_argument if it is not an http(s) URL.
+  void use(std::string url) {
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    web::uri uri(url);
+    if ((uri.scheme() != "http" && uri.scheme() != "https") || uri.host().empty())
+      throw std::invalid_argument("not an http(s) URL");
+    auto c = std::make_shared<http_client>(uri, config);
+    std::lock_guard<std::mutex> lk(mu);
+    base = url;
+    client = std::move(c);
+  }
+  // The first line of the address file, trimmed; "" when it cannot be read.
+  std::string read_address_file() const {
+    std::ifstream f(address_file);
+    std::string line;
+    std::getline(f, line);
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) return "";
+    return line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+  }
+  // After a call that did not reach the registry: the address file may name a new one.
+  void follow_address_file() {
+    if (address_file.empty()) return;
+    const std::string url = read_address_file();
+    if (url.empty() || url == current().first) return;
+    try {
+      use(url);
+    } catch (const std::exception&) {
+      // not a URL (a half-written file?): keep the one in use, read it again after the next failure
+    }
+  }
 
   // Sends one request; network failures become RegistryError (status 0).
-  Reply call(const std::string& base, const method& m, const std::string& path, const json* body) {
-    const std::string what = m + " " + base + path;
+  Reply call(const method& m, const std::string& path, const json* body) {
+    auto [url, http] = current();
+    const std::string what = m + " " + url + path;
     try {
       web::http::http_request req(m);
       req.set_request_uri(path);
       if (body != nullptr) req.set_body(body->dump(), "application/json");
-      web::http::http_response resp = client->request(req).get();
+      web::http::http_response resp = http->request(req).get();
       Reply r;
       r.status = resp.status_code();
       r.body = resp.extract_utf8string(/*ignore_content_type=*/true).get();
       return r;
     } catch (const std::exception& e) {
+      follow_address_file();
       throw RegistryError("registry " + what + " failed: " + e.what(), 0);
     }
   }
 
   // Like call(), and a non-2xx reply (other than `tolerated`) becomes RegistryError.
-  Reply checked(const std::string& base, const method& m, const std::string& path,
-                const json* body, int tolerated = 0) {
-    Reply r = call(base, m, path, body);
+  Reply checked(const method& m, const std::string& path, const json* body, int tolerated = 0) {
+    Reply r = call(m, path, body);
     if ((r.status >= 200 && r.status < 300) || r.status == tolerated) return r;
+    const std::string url = current().first;
     std::string detail = r.body;
     json j = json::parse(r.body, nullptr, false);
     if (j.is_object() && j.contains("error") && j["error"].is_string()) {
@@ -71,19 +115,18 @@ struct RegistryClient::Impl {
     } else if (detail.size() > 200) {
       detail = detail.substr(0, 200) + "...";
     }
-    throw RegistryError("registry " + m + " " + base + path + " returned " +
+    throw RegistryError("registry " + m + " " + url + path + " returned " +
                             std::to_string(r.status) + ": " + detail,
                         r.status);
   }
 
   // Decodes a 2xx reply with `decode`, turning malformed bodies into RegistryError.
   template <typename F>
-  auto decoded(const std::string& base, const method& m, const std::string& path,
-               const Reply& r, F decode) {
+  auto decoded(const method& m, const std::string& path, const Reply& r, F decode) {
     try {
       return decode(wire::parse_object(r.body));
     } catch (const std::exception& e) {
-      throw RegistryError("registry " + m + " " + base + path + " returned an unreadable " +
+      throw RegistryError("registry " + m + " " + current().first + path + " returned an unreadable " +
                               std::to_string(r.status) + " reply: " + e.what(),
                           r.status);
     }
@@ -91,20 +134,22 @@ struct RegistryClient::Impl {
 };
 
 RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds timeout)
-    : base_url_(std::move(base_url)), impl_(std::make_unique<Impl>()) {
-  while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();
+    : impl_(std::make_unique<Impl>()) {
+  impl_->config.set_timeout(timeout);
+  if (base_url.rfind(kAddressFilePrefix, 0) == 0) {
+    impl_->address_file = base_url.substr(std::string(kAddressFilePrefix).size());
+    base_url = impl_->read_address_file();
+    if (base_url.empty())
+      throw RegistryError("registry: no URL in the address file \"" + impl_->address_file + "\"", 0);
+  }
   try {
-    web::uri uri(base_url_);
-    if ((uri.scheme() != "http" && uri.scheme() != "https") || uri.host().empty()) {
-      throw std::invalid_argument("not an http(s) URL");
-    }
-    http_client_config config;
-    config.set_timeout(timeout);
-    impl_->client = std::make_unique<http_client>(uri, config);
+    impl_->use(base_url);
   } catch (const std::exception& e) {
-    throw RegistryError("registry: bad base URL \"" + base_url_ + "\": " + e.what(), 0);
+    throw RegistryError("registry: bad base URL \"" + base_url + "\": " + e.what(), 0);
   }
 }
+
+std::string RegistryClient::base_url() const { return impl_->current().first; }
 
 RegistryClient::~RegistryClient() = default;
 
@@ -112,8 +157,8 @@ AnnounceReply RegistryClient::announce(const planner::PeerRecord& rec) {
   json body = wire::to_json(rec);
   body.erase("lastSeen");
   const std::string path = "/v1/peers/" + web::uri::encode_data_string(rec.peer_id);
-  Reply r = impl_->checked(base_url_, methods::PUT, path, &body);
-  return impl_->decoded(base_url_, methods::PUT, path, r, [](const json& j) {
+  Reply r = impl_->checked(methods::PUT, path, &body);
+  return impl_->decoded(methods::PUT, path, r, [](const json& j) {
     AnnounceReply out;
     out.expires_in_seconds = wire::get_number_or(j, "expiresInSeconds", 0, 1e9, 0);
     out.assigned_stage = static_cast<int>(wire::get_int_or(j, "assignedStage", 0, 1 << 20, -1));
@@ -123,24 +168,24 @@ AnnounceReply RegistryClient::announce(const planner::PeerRecord& rec) {
 
 void RegistryClient::add_event(const std::string& kind, int64_t count) {
   json body{{"kind", kind}, {"count", count}};
-  impl_->checked(base_url_, methods::POST, "/v1/events", &body);
+  impl_->checked(methods::POST, "/v1/events", &body);
 }
 
 json RegistryClient::stats() {
-  Reply r = impl_->checked(base_url_, methods::GET, "/v1/stats", nullptr);
-  return impl_->decoded(base_url_, methods::GET, "/v1/stats", r, [](const json& j) { return j; });
+  Reply r = impl_->checked(methods::GET, "/v1/stats", nullptr);
+  return impl_->decoded(methods::GET, "/v1/stats", r, [](const json& j) { return j; });
 }
 
 void RegistryClient::report_failure(const std::string& reason, int stage, int64_t step,
                                     const std::string& message) {
   json body{{"reason", reason}, {"stage", stage}, {"step", step}, {"message", message}};
-  impl_->checked(base_url_, methods::POST, "/v1/failure", &body);
+  impl_->checked(methods::POST, "/v1/failure", &body);
 }
 
 void RegistryClient::withdraw(const std::string& peer_id, bool settled) {
   const std::string path =
       "/v1/peers/" + web::uri::encode_data_string(peer_id) + (settled ? "?settled=true" : "");
-  impl_->checked(base_url_, methods::DEL, path, nullptr);
+  impl_->checked(methods::DEL, path, nullptr);
 }
 
 std::vector<planner::PeerRecord> RegistryClient::peers(const std::string& role, int stage) {
@@ -151,8 +196,8 @@ std::vector<planner::PeerRecord> RegistryClient::peers(const std::string& role, 
     sep = "&";
   }
   if (stage >= 0) path += sep + "stage=" + std::to_string(stage);
-  Reply r = impl_->checked(base_url_, methods::GET, path, nullptr);
-  return impl_->decoded(base_url_, methods::GET, path, r, [](const json& j) {
+  Reply r = impl_->checked(methods::GET, path, nullptr);
+  return impl_->decoded(methods::GET, path, r, [](const json& j) {
     if (!j.contains("peers") || !j.at("peers").is_array()) {
       throw wire::BadField("peers", "must be an array",
                            j.contains("peers") ? wire::describe(j.at("peers")) : "nothing");
@@ -169,15 +214,15 @@ planner::ProgressView RegistryClient::report_progress(int stage, int64_t round,
   const std::string path = round_path(stage, round) + "/progress";
   const json body{{"peerId", peer}, {"samples", samples}, {"target", target},
                   {"admitted", std::max(admitted, samples)}};
-  Reply r = impl_->checked(base_url_, methods::POST, path, &body);
-  return impl_->decoded(base_url_, methods::POST, path, r, wire::progress_from_json);
+  Reply r = impl_->checked(methods::POST, path, &body);
+  return impl_->decoded(methods::POST, path, r, wire::progress_from_json);
 }
 
 void RegistryClient::report_dropped(int stage, int64_t round, const std::string& peer, int64_t target,
                                     int64_t dropped) {
   const std::string path = round_path(stage, round) + "/progress";
   const json body{{"peerId", peer}, {"samples", 0}, {"target", target}, {"admitted", 0}, {"dropped", dropped}};
-  impl_->checked(base_url_, methods::POST, path, &body);
+  impl_->checked(methods::POST, path, &body);
 }
 
 bool RegistryClient::join_round(int stage, int64_t round, int attempt, const planner::Member& m,
@@ -185,19 +230,19 @@ bool RegistryClient::join_round(int stage, int64_t round, int attempt, const pla
   const std::string path = attempt_path(stage, round, attempt) + "/join";
   json body = wire::to_json(m);
   body["gatherSeconds"] = gather_seconds;
-  Reply r = impl_->checked(base_url_, methods::POST, path, &body, /*tolerated=*/409);
+  Reply r = impl_->checked(methods::POST, path, &body, /*tolerated=*/409);
   return r.status != 409;
 }
 
 planner::GroupView RegistryClient::round_group(int stage, int64_t round, int attempt) {
   const std::string path = attempt_path(stage, round, attempt) + "/group";
-  Reply r = impl_->checked(base_url_, methods::GET, path, nullptr);
-  return impl_->decoded(base_url_, methods::GET, path, r, wire::group_from_json);
+  Reply r = impl_->checked(methods::GET, path, nullptr);
+  return impl_->decoded(methods::GET, path, r, wire::group_from_json);
 }
 
 bool RegistryClient::healthy() {
   try {
-    return impl_->call(base_url_, methods::GET, "/healthz", nullptr).status == 200;
+    return impl_->call(methods::GET, "/healthz", nullptr).status == 200;
   } catch (const std::exception&) {
     return false;
   }

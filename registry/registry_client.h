@@ -27,7 +27,13 @@ class RegistryError : public std::runtime_error {
 
 class RegistryClient : public Discovery, public RoundCoordinator {
  public:
-  // `base_url` like "http://127.0.0.1:7400"; throws RegistryError if it is not an http(s) URL.
+  // `base_url` like "http://127.0.0.1:7400", or "file:PATH": a file whose first line is that URL.
+  // The file is read now and again after every call that did not reach the registry, so a
+  // registry started again at another address is found as soon as the file names it (whoever
+  // starts it rewrites the file). On Kubernetes a plain URL with the registry Service's name
+  // needs none of this: the Service keeps its address when the registry pod moves.
+  // Throws RegistryError if there is no http(s) URL.
+  static constexpr const char* kAddressFilePrefix = "file:";
   RegistryClient(std::string base_url, std::chrono::milliseconds timeout);
   ~RegistryClient() override;
 
@@ -58,11 +64,11 @@ class RegistryClient : public Discovery, public RoundCoordinator {
   // GET /healthz: true when the registry answers 200 within the timeout; never throws.
   bool healthy();
 
-  const std::string& base_url() const { return base_url_; }
+  // The URL in use (it changes when the address file names a new one).
+  std::string base_url() const;
 
  private:
   struct Impl;
-  std::string base_url_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -100,6 +100,13 @@ RegistryService::RegistryService(RegistryOptions options)
 
 double RegistryService::now() const { return options_.clock(); }
 
+bool RegistryService::membership_known_locked(double t) const {
+  if (t - started_at_ >= options_.peer_expiry_seconds) return true;
+  for (const auto& [stage, round] : stage_round_high_)
+    if (round > 0) return false;
+  return true;
+}
+
 void RegistryService::expire_locked(double t) {
   for (const auto& rec : peers_.expire(t)) lose_locked(rec);
 }
@@ -258,6 +265,12 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         expire_locked(t);
         const bool worker = rec.role == "worker";
         const int stage = rec.stage;
+        // A serving worker's round is a step its stage reached. After a restart this registry
+        // knows nothing of the job's rounds: the first heartbeats give them back (stageRounds).
+        if (worker && stage >= 0 && rec.state != "joining" && rec.state != "failed") {
+          auto& high = stage_round_high_[stage];
+          high = std::max(high, rec.round);
+        }
         peers_.upsert(std::move(rec), t);
         auto it = assignments_.find(id);
         if (it != assignments_.end() && (!worker || it->second == stage)) assignments_.erase(it);
@@ -389,6 +402,10 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
           const double gather = wire::get_number(j, "gatherSeconds", 0, kMaxGatherSeconds);
           std::lock_guard<std::mutex> lock(mu_);
           const double t = now();
+          // A join is a report of the round too: a registry restarted a moment ago may hear of
+          // the job's rounds first through one (membership_known_locked).
+          auto& high = stage_round_high_[stage];
+          high = std::max(high, round);
           if (rounds_.join(stage, round, attempt, m, gather, t) == planner::JoinResult::Closed) {
             return reply(409, json{{"error", "round closed"}, {"newestRound", rounds_.newest_round(stage)}});
           }
@@ -397,7 +414,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
         if (method != "GET") return wrong_method("GET");
         std::lock_guard<std::mutex> lock(mu_);
         const double t = now();
-        return reply(200, wire::to_json(rounds_.group(stage, round, attempt, peers_, t)));
+        return reply(200, wire::to_json(rounds_.group(stage, round, attempt, peers_, t, membership_known_locked(t))));
       }
     }
 

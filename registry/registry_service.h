@@ -97,6 +97,11 @@ class RegistryService {
   // A worker is gone without settling: its unaveraged samples count as "samples_lost" and it
   // counts in "peers_lost". REQUIRES: mu_ held.
   void lose_locked(const planner::PeerRecord& rec);
+  // False while this registry may not have heard every live peer: it was started (restarted)
+  // mid-run, the job being past step 0, less than one peer expiry ago. Until then a group is
+  // complete only when its gather window ends: a peer not yet re-announced is not left out.
+  // REQUIRES: mu_ held.
+  bool membership_known_locked(double t) const;
 
   RegistryOptions options_;
   std::mutex mu_;

@@ -85,6 +85,8 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
       ++losses;
     }
     if (w.role != "worker" || w.stage < 0 || w.stage >= stages) continue;
+    // A failed worker (its stage came back without its state) serves nothing: not a live peer.
+    if (w.state == "failed") continue;
     auto& st = p.stages[w.stage];
     ++st.live_workers;
     st.step = std::max(st.step, w.round);

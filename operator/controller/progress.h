@@ -41,7 +41,7 @@ namespace swarm::op {
 struct StageProgress {
   int stage = 0;
   std::int64_t step = 0;
-  int live_workers = 0;              // in the registry (joining ones included)
+  int live_workers = 0;              // in the registry (joining ones included, failed ones not)
   double samples_per_second = 0;     // capacity of the serving workers
   std::int64_t queue_length = 0;
 };
@@ -81,7 +81,7 @@ RegistryStats parse_registry_stats(const nlohmann::json& j);
 
 // Folds one reading of the registry into the previous progress of the same job. `workers` are
 // the live peers the registry listed (workers and trainers; other roles are ignored); workers on
-// a stage outside [0, stages) are ignored.
+// a stage outside [0, stages) are ignored, and so are workers in state "failed" (they serve nothing).
 JobProgress merge_progress(const JobProgress& previous, const std::vector<planner::PeerRecord>& workers,
                            const RegistryStats& stats, int stages, std::int64_t global_batch, double now,
                            double window_seconds);

@@ -50,6 +50,23 @@ TEST(ProgressTest, JoiningWorkersAddNoCapacityAndStrangersAreIgnored) {
   EXPECT_EQ(p.step, 3);
 }
 
+// A worker that announced "failed" (its stage came back with neither a live peer nor a
+// checkpoint) is not serving: it neither counts as a live peer of its stage nor says what step
+// the stage is at, nor adds capacity.
+TEST(ProgressTest, AFailedWorkerIsNotLiveAndSaysNothingAboutTheStep) {
+  const std::vector<planner::PeerRecord> w = {worker("a", 0, 9, 100), worker("f", 0, 0, 40, "failed"),
+                                              worker("b", 1, 9, 90), worker("g", 1, 3, 30, "failed")};
+  JobProgress p = merge_progress({}, w, {}, 2, 64, 1.0, 60);
+  EXPECT_EQ(p.stages[0].live_workers, 1);
+  EXPECT_EQ(p.stages[1].live_workers, 1);
+  EXPECT_DOUBLE_EQ(p.stages[0].samples_per_second, 100);
+  EXPECT_EQ(p.step, 9);
+  // A stage whose only worker failed has no live worker: the job's step is the last one known.
+  p = merge_progress(p, {worker("a", 0, 10, 100), worker("g", 1, 0, 30, "failed")}, {}, 2, 64, 2.0, 60);
+  EXPECT_EQ(p.stages[1].live_workers, 0);
+  EXPECT_EQ(p.step, 10);
+}
+
 TEST(ProgressTest, LossIsTheMeanOfTheTrainersAndKeptWhenNoneReports) {
   auto trainer = [](const std::string& id, double loss) {
     planner::PeerRecord t;

@@ -75,6 +75,9 @@ TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
 }
 
 TEST_F(ServiceTest, ProgressAndMatchmaking) {
+  // Rounds past 0 from a registry that just started mean it restarted mid-run: its first expiry
+  // period waits for heartbeats (ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete).
+  now_ += 3;
   announce("a", 0);
   announce("b", 0);
   json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
@@ -133,6 +136,60 @@ TEST_F(ServiceTest, TheNewestRoundOfAStageIsPublished) {
   EXPECT_EQ(v["targetReached"], true);  // round 2 is finished as far as the book is concerned
   json closed = call("POST", "/v1/stages/0/rounds/2/attempts/0/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})", 409);
   EXPECT_EQ(closed["newestRound"], 9);
+}
+
+// A registry restarted mid-run knows no rounds: the heartbeats of serving workers give their
+// stage's step back at once (a replacement's "did the stage train?" check needs it), those of a
+// joining worker (round not yet synced) or a failed one do not.
+TEST_F(ServiceTest, ARestartedRegistryLearnsTheStagesStepFromHeartbeats) {
+  auto put = [&](const std::string& id, int stage, const std::string& state, int round) {
+    json body{{"role", "worker"}, {"stage", stage}, {"host", "h"}, {"port", 1}, {"state", state}, {"round", round}};
+    call("PUT", "/v1/peers/" + id, body.dump());
+  };
+  put("a", 0, "serving", 37);
+  put("b", 0, "averaging", 36);
+  put("c", 1, "joining", 50);
+  put("d", 1, "failed", 60);
+  json rounds = call("GET", "/v1/stats")["stageRounds"];
+  EXPECT_EQ(rounds.value("0", -1), 37);
+  EXPECT_FALSE(rounds.contains("1")) << rounds.dump();
+  put("c", 1, "serving", 37);
+  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("1", -1), 37);
+}
+
+// A registry restarted mid-run (the job is past step 0 in its first expiry period) has not heard
+// every live worker yet: a group joined by the only worker it knows stays gathering, so that the
+// peers not yet re-announced are not left out of the round (they would find it closed and drop
+// their gradient). Once they have announced and joined, the group is complete.
+TEST_F(ServiceTest, ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete) {
+  auto put = [&](const std::string& id) {
+    json body{{"role", "worker"}, {"stage", 0}, {"host", "h"}, {"port", 1}, {"state", "averaging"}, {"round", 12}};
+    call("PUT", "/v1/peers/" + id, body.dump());
+  };
+  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  put("a");
+  call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
+  now_ += 0.5;
+  EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
+  put("b");
+  call("POST", path + "/join", R"({"peerId":"b","host":"h","port":2,"gatherSeconds":5})");
+  now_ += 2;  // past the expiry: every live peer has announced
+  put("a");
+  put("b");
+  json g = call("GET", path + "/group");
+  EXPECT_EQ(g["state"], "ready");
+  EXPECT_EQ(g["members"].size(), 2u) << g.dump();
+}
+
+// The first thing a restarted registry hears may be a join, from a peer whose heartbeat has not
+// come yet: the group is not complete (no joined peer is live), and the join tells the registry
+// the job is past step 0. Before, the group was complete with no member and the joiner, finding
+// itself left out, dropped its gradient.
+TEST_F(ServiceTest, ARestartedRegistryHearingAJoinFirstKeepsTheGroupGathering) {
+  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
+  EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
+  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("0", -1), 12);
 }
 
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and

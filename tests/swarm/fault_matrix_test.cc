@@ -5,8 +5,14 @@
 // (peers_lost counts each dead worker once; microbatches are retried, never lost).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+
+#include "registry/registry_client.h"
 #include "tests/swarm/swarm_process.h"
 
 namespace {
@@ -29,6 +35,83 @@ std::string job_body(int per_stage, int max_steps) {
 }
 
 int64_t num(const nlohmann::json& s, const char* k) { return s.value(k, int64_t{-1}); }
+
+// A port free on loopback now (the kernel's pick).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    a.sin_port = 0;
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Polls `ok` every 100 ms for up to `seconds`.
+bool eventually(const std::function<bool()>& ok, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (ok()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The registry's /v1/stats, or null while it does not answer.
+nlohmann::json stats_of(const std::string& url) {
+  try {
+    return swarm::registry::RegistryClient(url, std::chrono::milliseconds(2000)).stats();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+// The smallest of the stages' newest rounds in the registry's stats; -1 when unknown.
+int64_t registry_step(const nlohmann::json& st, int stages) {
+  if (!st.is_object() || !st.contains("stageRounds")) return -1;
+  int64_t step = INT64_MAX;
+  for (int s = 0; s < stages; ++s) step = std::min(step, st["stageRounds"].value(std::to_string(s), int64_t{-1}));
+  return step;
+}
+
+// Processes started one by one, as on Kubernetes; stopped (SIGTERM, in reverse order) at the end.
+struct Processes {
+  std::vector<pid_t> pids;
+  ~Processes() {
+    for (auto it = pids.rbegin(); it != pids.rend(); ++it) ::kill(*it, SIGTERM);
+    for (pid_t p : pids) wait_exit(p, 30);
+  }
+  void registry(const std::string& host, int port, const std::string& job, const std::string& log) {
+    pids.push_back(start({"registry", "--host", host, "--port", std::to_string(port), "--peer-expiry", "1.5", "--job",
+                          job},
+                         log));
+  }
+  // Two workers per stage of a two-stage job, stage<s>-w<i>, logs in `dir`.
+  void workers(const std::string& job, const std::string& registry, const std::string& dir) {
+    for (int st = 0; st < 2; ++st)
+      for (int i = 0; i < 2; ++i) {
+        const std::string id = "stage" + std::to_string(st) + "-w" + std::to_string(i);
+        pids.push_back(start({"worker", "--job", job, "--stage", std::to_string(st), "--peer-id", id, "--registry",
+                              registry, "--threads", "1"},
+                             dir + "/" + id + ".log"));
+      }
+  }
+};
+
+pid_t start_trainer(const std::string& job, const std::string& registry, const std::string& report, int steps) {
+  return start({"trainer", "--job", job, "--index", "0", "--peer-id", "trainer0", "--registry", registry, "--report",
+                report, "--steps", std::to_string(steps)},
+               fs::path(report).replace_extension(".log").string());
+}
+
+std::string registry_url_of(const std::string& logs) {
+  for (const auto& p : read_json(logs + "/processes.json"))
+    if (p.value("role", "") == "registry") return p.value("url", "");
+  return "";
+}
 
 // Fault: the only peer of a stage is SIGKILLed after the job trained, and there is no checkpoint
 // (--no-checkpoints); a replacement comes 1 s later.
@@ -266,6 +349,165 @@ TEST(FaultMatrix, AWorkerRestartedWithTheSamePeerIdRejoins) {
   EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
   EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2})) << s.dump();
   EXPECT_NE(read_text(dir + "/again.log").find("downloaded stage 1"), std::string::npos) << read_text(dir + "/again.log");
+}
+
+// Fault: the registry SIGKILLed mid-run (its machine lost); `swarm local` starts it again at the
+// same address, as a Kubernetes Deployment behind a Service would.
+// Expected: the launcher says it restarted the registry and goes on. Workers and the trainer
+// re-announce on their next heartbeat (stage, step, state) and the new registry learns each
+// stage's step from them: its stageRounds come back to at least the step reached before the kill
+// (no step regression, no stage reset). Training goes on: the run finishes every step within its
+// bound; no peer steps without its group (unaveraged_steps 0); no sample, microbatch or stage step
+// is lost; no peer is counted lost or re-syncs.
+TEST(FaultMatrix, TheRegistryKilledAndRestartedAtTheSameAddressLosesNoStep) {
+  const auto dir = fresh_dir("fm-registry");
+  const auto job = write_job(dir, job_body(2, 60));
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 8, 180)) << read_text(dir + "/out.log");
+  const std::string url = registry_url_of(logs);
+  ASSERT_FALSE(url.empty());
+  const int64_t before = registry_step(stats_of(url), 2);
+  ASSERT_GE(before, 8);
+  const pid_t victim = pid_of(logs, "registry");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  // The new registry knows the swarm's step again once the peers have re-announced.
+  EXPECT_TRUE(eventually([&] { return registry_step(stats_of(url), 2) >= before; }, 60))
+      << "step before the kill " << before << ", stats now " << stats_of(url).dump();
+  const int rc = wait_exit(launcher, 400);
+  const std::string out = read_text(dir + "/out.log");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("restarted the registry"), std::string::npos) << out;
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_GE(num(s, "steps"), 60);
+  for (const char* k : {"unaveraged_steps", "samples_lost", "microbatches_lost", "peers_lost", "stage_steps_lost",
+                        "resyncs", "checkpoint_restores"})
+    EXPECT_EQ(num(s, k), 0) << k << ": " << s.dump();
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2})) << s.dump();
+}
+
+// Fault: the trainer SIGKILLed mid-run with microbatches in flight (forwards done on the workers,
+// backwards never to come); a new trainer with the same peer id starts 2 s later (a restarted pod).
+// Processes started one by one, as on Kubernetes: registry, four workers, the trainer.
+// Expected: the workers drop the dead trainer's activations once the round closes (within
+// min(backward timeout, averaging timeout / 4) = 2.5 s, before the stage's gather window of 5 s
+// ends) instead of waiting for them: the round they were admitted to closes with every peer, on
+// the samples whose backward was done. No worker dies or loses gradient (peers_lost 0,
+// samples_lost 0: activations without a backward never were gradient; no re-sync), nothing steps
+// alone (unaveraged_steps 0). The new trainer takes up the swarm's step (it never goes back) and
+// finishes the run within its bound.
+TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
+  const auto dir = fresh_dir("fm-trainer");
+  const auto job = write_job(dir, job_body(2, 40));
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  Processes procs;
+  procs.registry("127.0.0.1", port, job, dir + "/registry.log");
+  procs.workers(job, url, dir);
+  const pid_t first = start_trainer(job, url, dir + "/first.json", 40);
+  const bool trained = wait_for_steps(dir + "/first.json", 8, 240);
+  const int64_t before = registry_step(stats_of(url), 2);
+  ::kill(first, SIGKILL);
+  wait_exit(first, 10);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int rc = wait_exit(start_trainer(job, url, dir + "/second.json", 40), 400);
+  const auto st = stats_of(url);
+  ASSERT_TRUE(trained) << read_text(dir + "/first.log");
+  ASSERT_EQ(rc, 0) << read_text(dir + "/second.log");
+  auto r = read_json(dir + "/second.json");
+  EXPECT_TRUE(r.value("finished", false)) << r.dump();
+  EXPECT_GE(r.value("steps", int64_t{0}), 40);
+  ASSERT_TRUE(st.is_object());
+  EXPECT_GE(registry_step(st, 2), std::max<int64_t>(before, 40)) << st.dump();
+  const auto ev = st.value("events", nlohmann::json::object());
+  for (const char* k : {"unaveraged_steps", "samples_lost", "peers_lost", "stage_steps_lost", "resyncs"})
+    EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
+}
+
+// Fault: a peer whose clock is minutes off. Wall-clock time does not cross the wire: peers send no
+// time stamp (RegistryClient::announce leaves lastSeen out), expiry and deadlines run on each
+// process's monotonic clock. A peer could only skew the registry by sending a stamp itself; this
+// one does, ten minutes ahead and ten minutes behind, on a real `swarm registry`.
+// Expected: both records are live after the announce (neither expired early nor kept), listed with
+// the registry's own time of receipt (within seconds of ours, not the peer's), and both expire
+// after the peer expiry (1.5 s) once they stop heartbeating, like any other peer.
+TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
+  const auto dir = fresh_dir("fm-clock");
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const pid_t reg = start({"registry", "--host", "127.0.0.1", "--port", std::to_string(port), "--peer-expiry", "1.5"},
+                          dir + "/registry.log");
+  swarm::registry::RegistryClient client(url, std::chrono::milliseconds(2000));
+  ASSERT_TRUE(eventually([&] { return client.healthy(); }, 30)) << read_text(dir + "/registry.log");
+  const double unix_now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& [id, skew] : {std::pair<std::string, double>{"ahead", 600}, {"behind", -600}}) {
+    const std::string body = "{\"role\":\"worker\",\"stage\":0,\"host\":\"127.0.0.1\",\"port\":9,\"state\":"
+                             "\"serving\",\"lastSeen\":" + std::to_string(unix_now + skew) + "}";
+    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -d '" + body + "' " + url +
+                            "/v1/peers/" + id + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  const auto listed = client.peers("worker");
+  ASSERT_EQ(listed.size(), 2u);
+  for (const auto& p : listed) EXPECT_NEAR(p.last_seen, unix_now, 30) << p.peer_id;
+  EXPECT_TRUE(eventually([&] { return client.peers("worker").empty(); }, 10)) << "a skewed record outlived the expiry";
+  ::kill(reg, SIGTERM);
+  wait_exit(reg, 30);
+}
+
+// Fault: the registry SIGKILLed and started again at another address (127.0.0.2 and another port
+// instead of 127.0.0.1), as when its machine is gone and it comes back elsewhere. Peers find it
+// through an address file: they were given --registry file:PATH, and whoever starts the registry
+// writes its URL there (atomically); a peer re-reads the file after each registry call that did not
+// get through. (On Kubernetes the registry Service's name in a plain URL keeps one address.)
+// Expected: workers and the trainer follow the file to the new registry and re-announce there; it
+// learns each stage's step from them (no regression); training finishes every step within its
+// bound, nothing steps alone, no sample is lost, no peer counts as lost or re-syncs.
+TEST(FaultMatrix, TheRegistryRestartedAtAnotherAddressIsFoundThroughTheAddressFile) {
+  const auto dir = fresh_dir("fm-moved");
+  const auto job = write_job(dir, job_body(2, 40));
+  ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
+  const std::string address = dir + "/registry-url";
+  auto publish = [&](const std::string& url) {
+    std::ofstream(address + ".tmp") << url << "\n";
+    fs::rename(address + ".tmp", address);
+  };
+  const int port = free_port(), moved_port = free_port();
+  ASSERT_GT(port, 0);
+  ASSERT_GT(moved_port, 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  const std::string moved = "http://127.0.0.2:" + std::to_string(moved_port);
+  publish(url);
+  Processes procs;
+  procs.registry("127.0.0.1", port, job, dir + "/registry.log");
+  const pid_t old_registry = procs.pids.back();
+  procs.workers(job, "file:" + address, dir);
+  const pid_t trainer = start_trainer(job, "file:" + address, dir + "/trainer.json", 40);
+  const bool trained = wait_for_steps(dir + "/trainer.json", 8, 240);
+  const int64_t before = registry_step(stats_of(url), 2);
+  ::kill(old_registry, SIGKILL);
+  procs.registry("127.0.0.2", moved_port, job, dir + "/moved-registry.log");
+  publish(moved);
+  const bool learned = eventually([&] { return registry_step(stats_of(moved), 2) >= before; }, 60);
+  const int rc = wait_exit(trainer, 400);
+  const auto st = stats_of(moved);
+  ASSERT_TRUE(trained) << read_text(dir + "/trainer.log") << read_text(dir + "/stage0-w0.log");
+  ASSERT_GE(before, 8);
+  EXPECT_TRUE(learned) << "step before the move " << before << ", stats now " << st.dump();
+  ASSERT_EQ(rc, 0) << read_text(dir + "/trainer.log");
+  auto r = read_json(dir + "/trainer.json");
+  EXPECT_TRUE(r.value("finished", false)) << r.dump();
+  ASSERT_TRUE(st.is_object()) << read_text(dir + "/moved-registry.log");
+  EXPECT_GE(registry_step(st, 2), 40) << st.dump();
+  const auto ev = st.value("events", nlohmann::json::object());
+  for (const char* k : {"unaveraged_steps", "samples_lost", "peers_lost", "stage_steps_lost", "resyncs"})
+    EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
 }
 
 }  // namespace

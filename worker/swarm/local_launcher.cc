@@ -39,6 +39,7 @@ struct Child {
   std::string log;
   bool exited = false;
   bool withdrawn = false;  // removed from discovery after it exited
+  bool replaced = false;   // a registry that exited and was started again
   int status = 0;
 };
 
@@ -82,6 +83,9 @@ pid_t spawn(const std::string& exe, const std::vector<std::string>& args, const 
   }
   return pid;
 }
+
+// A registry that keeps exiting is not coming back: the run stops after this many restarts.
+constexpr int kMaxRegistryRestarts = 5;
 
 void reap(std::vector<Child>& children) {
   for (auto& c : children) {
@@ -258,16 +262,23 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     return 1;
   };
 
-  start({"registry", "registry", -1, -1, "registry.log"},
-        {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port), "--peer-expiry",
-         std::to_string(spec.timeouts.peer_expiry_seconds), "--job", o.job_path});
+  auto start_registry = [&] {
+    start({"registry", "registry", -1, -1, "registry.log"},
+          {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port), "--peer-expiry",
+           std::to_string(spec.timeouts.peer_expiry_seconds), "--job", o.job_path});
+  };
   registry::RegistryClient registry(registry_url, std::chrono::milliseconds(1000));
-  for (double until = now_seconds() + 15; !registry.healthy();) {
-    reap(children);
-    if (children[0].exited || now_seconds() > until)
-      return fail("the registry did not start; its log:\n" + tail_of(children[0].log, 20));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  // Waits for the newest registry process to answer; false if it exited or did not in time.
+  auto registry_up = [&] {
+    for (double until = now_seconds() + 15; !registry.healthy();) {
+      reap(children);
+      if (children.back().exited || now_seconds() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+  };
+  start_registry();
+  if (!registry_up()) return fail("the registry did not start; its log:\n" + tail_of(children[0].log, 20));
   const PreemptionOptions popt{o.preempt_every, o.preempt_notice, o.respawn_after,
                                o.seed >= 0 ? static_cast<uint64_t>(o.seed) : spec.training.seed};
   // A stage that loses its last peer comes back from its checkpoint, or the job stops (a stage
@@ -317,10 +328,11 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     if (o.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o.max_seconds)});
     start({"trainer " + id, "trainer", -1, -1, id + ".log"}, args);
   }
-  {
+  auto write_processes = [&] {
     // Which process is which, for operators of the run (and tests that kill one on purpose).
     nlohmann::json procs = nlohmann::json::array();
     for (const auto& c : children) {
+      if (c.replaced) continue;
       procs.push_back({{"name", c.name}, {"role", c.role}, {"stage", c.stage}, {"pid", c.pid}, {"log", c.log}});
       if (c.role == "registry") {
         procs.back()["url"] = registry_url;
@@ -328,7 +340,8 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       }
     }
     std::ofstream(dir + "/processes.json") << procs.dump(2) << "\n";
-  }
+  };
+  write_processes();
   std::printf("swarm local: %s, %lld stages x %lld workers, %lld trainer(s), %d torch thread(s) per worker; logs in %s\n",
               spec.name.c_str(), static_cast<long long>(spec.pipeline.stages),
               static_cast<long long>(spec.workers.per_stage), static_cast<long long>(spec.trainers.count), threads,
@@ -360,14 +373,40 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   constexpr double kStageLostSeconds = 20;
   nlohmann::json failure;  // the registry's "failure" once a worker reported one
   double last_failure_check = 0;
+  nlohmann::json events_seen = nlohmann::json::object();  // the registry's events, last read
+  int registry_restarts = 0;
+  // The registry exited: start it again at the same address (peers re-announce their stage,
+  // step and state on their next heartbeat, and the new one rebuilds its view from them) and
+  // give it the events counted so far. Events counted after the last read (0.5 s) are lost.
+  auto restart_registry = [&](const std::string& how) {
+    if (++registry_restarts > kMaxRegistryRestarts) return false;
+    spdlog::warn("the registry exited ({}); starting it again on {}", how, registry_url);
+    start_registry();
+    if (!registry_up()) return false;
+    for (const auto& [kind, count] : events_seen.items()) {
+      try {
+        if (count.is_number_integer() && count.get<int64_t>() > 0) registry.add_event(kind, count.get<int64_t>());
+      } catch (const std::exception&) {
+      }
+    }
+    write_processes();
+    std::printf("swarm local: restarted the registry (%s before); peers re-announce to it\n", how.c_str());
+    std::fflush(stdout);
+    return true;
+  };
   while (true) {
     reap(children);
     bool trainers_running = false;
     for (auto& c : children) trainers_running = trainers_running || (c.role == "trainer" && !c.exited);
     if (!trainers_running) break;
-    for (auto& c : children) {
-      if (c.role == "registry" && c.exited)
-        return fail("the registry exited (" + describe_exit(c.status) + "); its log:\n" + tail_of(c.log, 20));
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (children[i].role != "registry" || !children[i].exited || children[i].replaced) continue;
+      const Child old = children[i];  // `children` grows: no reference into it
+      children[i].replaced = true;
+      if (!restart_registry(describe_exit(old.status)))
+        return fail("the registry exited (" + describe_exit(old.status) + ") and could not be started again; its log:\n" +
+                    tail_of(old.log, 20));
+      break;  // `children` grew
     }
     // A worker process that died is gone now: tell discovery at once instead of letting its record
     // expire (the operator does the same on pod deletion), so joiners see the empty slot.
@@ -446,6 +485,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
       try {
         auto st = registry.stats();
         if (st.contains("failure") && st["failure"].is_object()) failure = st["failure"];
+        if (st.contains("events") && st["events"].is_object()) events_seen = st["events"];
       } catch (const std::exception&) {
       }
       if (!failure.is_null()) {

@@ -27,6 +27,21 @@ namespace {
 
 constexpr int kMaxAttempts = 3;
 
+// Calls `f` (a registry call) until the registry answers or `deadline` passes. A registry that
+// is away for a moment (restarted) fails the call at once; three quick failures used to make the
+// peer step without averaging. An HTTP error (the registry answered) is not retried.
+template <typename F>
+auto until_registry_answers(F&& f, double deadline) {
+  while (true) {
+    try {
+      return f();
+    } catch (const registry::RegistryError& e) {
+      if (e.status() != 0 || now_seconds() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 
 // Gradient of every parameter, zeros where a parameter got none this round.
 torch::Tensor flat_gradients(model::StageModel& m) {
@@ -198,13 +213,19 @@ StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, tor
   const int64_t r = round.load();
   const double timeout = opt.spec.timeouts.averaging_seconds;
   planner::Member self{opt.peer_id, opt.host, static_cast<int>(server->port()), samples};
-  if (!registry->join_round(stage.load(), r, attempt, self, timeout / 2)) return RoundOutcome::Closed;
   const double deadline = now_seconds() + timeout;
+  auto join = [&] {
+    return until_registry_answers([&] { return registry->join_round(stage.load(), r, attempt, self, timeout / 2); },
+                                  deadline);
+  };
+  if (!join()) return RoundOutcome::Closed;
   planner::GroupView group;
   auto poll = std::chrono::milliseconds(2);
   while (true) {
-    group = registry->round_group(stage.load(), r, attempt);
+    group = until_registry_answers([&] { return registry->round_group(stage.load(), r, attempt); }, deadline);
     if (group.state == planner::GroupView::Ready) break;
+    // A registry restarted since the join does not know the group: join it again there.
+    if (group.state == planner::GroupView::Unknown && !join()) return RoundOutcome::Closed;
     if (now_seconds() > deadline) return RoundOutcome::Failed;
     std::this_thread::sleep_for(poll);
     poll = std::min(poll * 2, std::chrono::milliseconds(50));

@@ -1,5 +1,6 @@
 #include "worker/swarm/stage_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <thread>
@@ -481,13 +482,17 @@ void StageServer::Impl::compute_loop() {
       expire_queued_forwards_locked(now);
       const bool reached =
           target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
-      // Backwards of a closing round that never come (their trainer died) must not hold the
-      // step forever: after the backward timeout their activations are dropped, and a late
-      // backward recomputes the forward with the new parameters.
-      if (reached && !activations.empty() && closing_since > 0 &&
-          now - closing_since > opt.spec.timeouts.backward_seconds) {
-        spdlog::warn("worker {}: dropping {} activations that waited past the backward timeout",
-                     opt.peer_id, activations.size());
+      // Backwards of a closing round that never come (their trainer was killed) must not hold
+      // the step: their activations are dropped, and a late backward recomputes the forward. The
+      // wait is shorter than the stage's averaging gather window (half the averaging timeout,
+      // from its first join): waiting longer, the peers that were due would average without this
+      // one and its whole gradient of the round would be lost (a trainer kill cost a re-sync).
+      const double owed_wait =
+          std::min(opt.spec.timeouts.backward_seconds, opt.spec.timeouts.averaging_seconds / 4);
+      if (reached && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
+        spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the round's "
+                     "close",
+                     opt.peer_id, activations.size(), owed_wait);
         expire_activations_locked(now, true);
       }
       // A leaving peer waits for owed backwards only until its leave deadline; one that never came
