@@ -36,6 +36,7 @@ if ! "$HELM" status swarm-operator -n $OPNS >/dev/null 2>&1; then
     --set image.repository=localhost/swarm-operator --set image.tag=dev --set image.pullPolicy=Never \
     --set progress.periodSeconds=2 --wait --timeout 180s >/dev/null
 fi
+k apply -f examples/local-cluster-checkpoints.yaml >/dev/null
 sed "s/^  name: local-lm$/  name: $JOB/" examples/local-cluster.yaml | k apply -f - >/dev/null
 trap 'k delete swarmjob $JOB --wait=false >/dev/null 2>&1; for n in $(k get nodes -o name); do k taint "$n" cloud.google.com/impending-node-termination- >/dev/null 2>&1; done' EXIT
 status() { k get swarmjob $JOB -o jsonpath="{.status.$1}" 2>/dev/null; }

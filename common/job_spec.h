@@ -188,7 +188,8 @@ struct JobSpec {
   RebalancingSpec rebalancing;                    // spec.rebalancing
   CheckpointSpec checkpoint;                      // spec.checkpoint
   // The Kubernetes-only fields the manifest set (spec.nodePools, spec.placement,
-  // spec.workers.image/resources/minPerStage/maxPerStage, spec.trainers.image/resources), as paths.
+  // spec.workers.image/resources/minPerStage/maxPerStage, spec.trainers.image/resources,
+  // spec.checkpoint.volumeClaimName), as paths.
   // The operator reads them (operator/api/swarmjob.h); everything else ignores them, and `swarm
   // local` says so. Not part of equality or of to_json.
   std::vector<std::string> cluster_only_fields;

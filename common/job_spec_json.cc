@@ -359,6 +359,7 @@ void decode_spec(Reader& root, JobSpec& out) {
     r.get("path", c.path);
     r.get("everySteps", c.every_steps);
     r.get("keep", c.keep);
+    r.ignore("volumeClaimName", out.cluster_only_fields);
     r.finish();
   }
   for (const char* k : {"placement", "nodePools"}) spec.ignore(k, out.cluster_only_fields);

@@ -137,6 +137,15 @@ SwarmJob parse_swarmjob(const json& obj) {
   workers.erase("maxPerStage");
   if (spec.contains("workers")) spec["workers"] = workers;
   if (spec.contains("trainers")) spec["trainers"] = trainers;
+  if (spec.contains("checkpoint") && spec["checkpoint"].is_object()) {
+    json checkpoint = spec["checkpoint"];
+    op.checkpoint_claim = get_string(checkpoint, "volumeClaimName", "", "spec.checkpoint", e);
+    if (checkpoint.contains("volumeClaimName") && !is_dns1123_subdomain(op.checkpoint_claim))
+      e.add("spec.checkpoint.volumeClaimName",
+            "must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"" + op.checkpoint_claim + "\"");
+    checkpoint.erase("volumeClaimName");
+    spec["checkpoint"] = checkpoint;
+  }
   if (spec.contains("placement")) {
     const json& pl = spec["placement"];
     op.unschedulable_seconds = get_int(pl, "unschedulableSeconds", 60, 1, 86400, "spec.placement", e);
@@ -171,6 +180,9 @@ SwarmJob parse_swarmjob(const json& obj) {
       e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
                                             std::to_string(job.spec.workers.per_stage) + "), got " +
                                             std::to_string(op.min_per_stage));
+    if (!op.checkpoint_claim.empty() && job.spec.checkpoint.path.empty())
+      e.add("spec.checkpoint.path", "required with spec.checkpoint.volumeClaimName (\"" + op.checkpoint_claim +
+                                        "\"): where the claim is mounted in the worker pods");
     for (size_t i = 0; i < op.pools.size(); ++i) {
       if (!op.pools[i].preemptible || !job.spec.checkpoint.path.empty()) continue;
       e.add("spec.checkpoint.path",

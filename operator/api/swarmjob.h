@@ -49,6 +49,10 @@ struct OperatorSpec {
   int unschedulable_seconds = 60;  // placement.unschedulableSeconds
   int retry_pool_seconds = 300;    // placement.retryPoolSeconds
   std::vector<NodePool> pools;     // empty: one implicit pool, the whole cluster
+  // spec.checkpoint.volumeClaimName: a PersistentVolumeClaim mounted at spec.checkpoint.path in
+  // every worker pod, so checkpoints outlive the node (ReadWriteMany when workers span nodes).
+  // Empty: the path is a folder inside each worker's container, lost with the pod.
+  std::string checkpoint_claim;
 };
 
 struct SwarmJob {

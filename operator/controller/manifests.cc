@@ -155,7 +155,14 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   // Ready only while serving its stage (GET /readyz on the metrics port): a replacement counts once
   // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
   c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
+  if (!job.op.checkpoint_claim.empty()) {
+    // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node.
+    c["volumeMounts"].push_back({{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}});
+  }
   json p = pod(job, name, "worker", c, "Always");
+  if (!job.op.checkpoint_claim.empty())
+    p["spec"]["volumes"].push_back(
+        {{"name", "checkpoints"}, {"persistentVolumeClaim", {{"claimName", job.op.checkpoint_claim}}}});
   auto& labels = p["metadata"]["labels"];
   labels[kLabelStage] = std::to_string(stage);
   labels[kLabelSlot] = std::to_string(slot);

@@ -4,7 +4,8 @@
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler       (control plane, 10.77.0.1)
 #   N nodes (default 4), each its own containerd + runc + kubelet       (node i: 10.77.0.1<i>)
 #   CNI bridge networking (one bridge per node, pods of node i in 10.78.<i>.0/24), one kube-proxy
-#   (iptables), CoreDNS as a Deployment (Service 10.79.0.10)
+#   (iptables), CoreDNS as a Deployment (Service 10.79.0.10), and a ReadWriteMany PersistentVolume
+#   `swarm-shared` (a folder every node sees, as a cloud file share; shared_storage below)
 # Binaries: scripts/k8s/build-cluster.sh (Go module proxy, cached by version); containerd, runc and
 # the CNI plugins from Debian (installed only when missing). Images: the project's
 # (scripts/build-images.sh --prebuilt build/bin when missing), a pause and a CoreDNS image, all
@@ -435,6 +436,27 @@ YAML
   start kube-proxy "$STATE/logs/kube-proxy.log" "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml" --v 0
 }
 
+# Shared storage, as a cloud's ReadWriteMany file share (Filestore, EFS) would be: one folder of
+# this machine, which every node sees at the same path, offered as the PersistentVolume
+# swarm-shared (storageClassName swarm-shared). examples/local-cluster-checkpoints.yaml claims it
+# for the example's checkpoints, so a stage whose peers are all lost resumes on any node. Owned by
+# the images' user (65532); removed with the rest of the state by `down`.
+shared_storage() {
+  mkdir -p "$STATE/shared"
+  chown 65532:65532 "$STATE/shared"
+  kc apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: swarm-shared, labels: {swarm-operator.io/storage: shared}}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteMany]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: swarm-shared
+  hostPath: {path: $STATE/shared, type: Directory}
+YAML
+}
+
 coredns() {
   kc apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -560,6 +582,7 @@ cmd_up() {
   label_nodes
   kc wait --for=condition=Ready node --all --timeout=120s >/dev/null
   coredns
+  shared_storage
   kc -n kube-system rollout status deployment/coredns --timeout=120s >/dev/null
   log "cluster up in $(( $(date +%s) - t0 )) s: $n nodes"
   echo "export KUBECONFIG=$KUBECONFIG_FILE"

@@ -374,7 +374,8 @@ TEST(JobSpec, KubernetesOnlyFieldsAreAcceptedAndListed) {
   const JobSpec spec = load_job_spec(std::string(SWARM_SOURCE_DIR) + "/examples/local-cluster.yaml");
   EXPECT_THAT(spec.cluster_only_fields,
               ElementsAre("spec.workers.image", "spec.workers.resources", "spec.workers.maxPerStage",
-                          "spec.trainers.resources", "spec.placement", "spec.nodePools"));
+                          "spec.trainers.resources", "spec.checkpoint.volumeClaimName", "spec.placement",
+                          "spec.nodePools"));
   EXPECT_EQ(spec.pipeline.stages, 3);
   EXPECT_EQ(spec.workers.per_stage, 2);
 

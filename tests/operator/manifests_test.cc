@@ -56,6 +56,21 @@ TEST(Manifests, WorkerPodRunsTheWorkerWherePoolAndSpreadSay) {
   EXPECT_EQ(c["ports"][1]["name"], "metrics");
 }
 
+// With spec.checkpoint.volumeClaimName the claim is mounted at spec.checkpoint.path in worker pods.
+TEST(Manifests, WorkerPodsMountTheCheckpointClaim) {
+  SwarmJob job = sample();
+  EXPECT_EQ(worker_pod(job, 0, 0, nullptr, {}, "Initial")["spec"]["volumes"].size(), 1u);  // no claim: job only
+  job.op.checkpoint_claim = "ckpt";
+  json pod = worker_pod(job, 0, 0, nullptr, {}, "Initial");
+  const json& volumes = pod["spec"]["volumes"];
+  ASSERT_EQ(volumes.size(), 2u);
+  EXPECT_EQ(volumes[1]["persistentVolumeClaim"]["claimName"], "ckpt");
+  const json& mounts = pod["spec"]["containers"][0]["volumeMounts"];
+  ASSERT_EQ(mounts.size(), 2u);
+  EXPECT_EQ(mounts[1]["name"], volumes[1]["name"]);
+  EXPECT_EQ(mounts[1]["mountPath"], "/ckpt");
+}
+
 TEST(Manifests, SupportObjects) {
   SwarmJob job = sample();
   EXPECT_EQ(stable_pool(job)->name, "od");

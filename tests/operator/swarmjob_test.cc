@@ -69,6 +69,29 @@ TEST(SwarmJob, FieldPreciseErrors) {
   }
 }
 
+// spec.checkpoint.volumeClaimName is the operator's (not in the workers' job.yaml); it needs a path
+// to be mounted at and must be a claim name.
+TEST(SwarmJob, CheckpointVolumeClaim) {
+  SwarmJob j = parse_swarmjob(job({{"checkpoint", {{"path", "/ckpt"}, {"volumeClaimName", "shared-ckpt"}}}}));
+  EXPECT_EQ(j.op.checkpoint_claim, "shared-ckpt");
+  EXPECT_EQ(j.spec.checkpoint.path, "/ckpt");
+  EXPECT_FALSE(process_manifest(j)["spec"]["checkpoint"].contains("volumeClaimName"));
+  EXPECT_TRUE(parse_swarmjob(job({{"checkpoint", {{"path", "/ckpt"}}}})).op.checkpoint_claim.empty());
+  for (const auto& [checkpoint, expected] : std::vector<std::pair<json, std::string>>{
+           {{{"volumeClaimName", "c"}}, "spec.checkpoint.path: required with spec.checkpoint.volumeClaimName (\"c\")"},
+           {{{"path", "/x"}, {"volumeClaimName", "Bad_Name"}},
+            "spec.checkpoint.volumeClaimName: must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"Bad_Name\""}}) {
+    try {
+      parse_swarmjob(job({{"checkpoint", checkpoint}}));
+      ADD_FAILURE() << "accepted " << checkpoint.dump();
+    } catch (const SpecError& e) {
+      std::string all;
+      for (const auto& m : e.errors()) all += m + "\n";
+      EXPECT_NE(all.find(expected), std::string::npos) << all;
+    }
+  }
+}
+
 TEST(Status, RoundTripsAndKeepsTransitionTimes) {
   SwarmJobStatus s;
   s.phase = "Degraded";
