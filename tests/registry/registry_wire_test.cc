@@ -28,8 +28,11 @@ class ServiceTest : public ::testing::Test {
     json j = call(method, path, body, want_status);
     return j.value("error", std::string("<no error field>"));
   }
-  void announce(const std::string& id, int stage, const std::string& role = "worker") {
+  // No state: the wire's default, "joining".
+  void announce(const std::string& id, int stage, const std::string& role = "worker",
+                const std::string& state = "") {
     json body{{"role", role}, {"stage", stage}, {"host", "10.0.0.1"}, {"port", 7000}};
+    if (!state.empty()) body["state"] = state;
     call("PUT", "/v1/peers/" + id, body.dump());
   }
 
@@ -77,9 +80,10 @@ TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
 TEST_F(ServiceTest, ProgressAndMatchmaking) {
   // Rounds past 0 from a registry that just started mean it restarted mid-run: its first expiry
   // period waits for heartbeats (ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete).
+  // Serving peers: a joining one holds no gradient and is not waited for (RoundBookGroup tests).
   now_ += 3;
-  announce("a", 0);
-  announce("b", 0);
+  announce("a", 0, "worker", "serving");
+  announce("b", 0, "worker", "serving");
   json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
   EXPECT_EQ(v, json::parse(R"({"round":3,"samplesTotal":5,"target":8,"targetReached":false,"newestRound":3})"));
   v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"b","samples":3,"target":8})");
