@@ -2,7 +2,6 @@
 
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -11,74 +10,44 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+#include "common/subprocess.h"
 #include "operator/kube/config.h"
 #include "operator/kube/time_format.h"
+#include "worker/swarm/ports.h"
 
 namespace swarm::optest {
 
 bool Process::alive() const { return pid > 0 && ::kill(pid, 0) == 0 && waitpid(pid, nullptr, WNOHANG) == 0; }
 
 void Process::signal(int sig) const {
-  if (pid > 0) ::kill(pid, sig);
+  if (pid > 0) subprocess::signal(pid, sig);
 }
 
 void Process::stop(std::chrono::milliseconds grace) {
   if (pid <= 0) return;
-  ::kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  subprocess::signal(pid, SIGTERM);
+  if (!subprocess::reap_within(pid, grace.count() / 1000.0)) subprocess::kill_and_reap(pid, /*group=*/false);
   pid = -1;
 }
 
 Process spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   Process p;
   p.log = log_path;
-  const pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-    if (getppid() != parent) _exit(127);
-    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  p.pid = pid;
+  subprocess::SpawnOptions o;
+  o.log_path = log_path;  // appended to
+  // In the test's process group, with its stdin; SIGKILLed when the test process dies (the
+  // default die_with_parent), so a crashed test leaves no control plane behind.
+  o.own_group = false;
+  o.null_stdin = false;
+  p.pid = subprocess::spawn(argv.at(0), std::vector<std::string>(argv.begin() + 1, argv.end()), o);
   return p;
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+int free_port() { return runtime::pick_free_port("127.0.0.1"); }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -181,9 +150,7 @@ TestEnv::TestEnv(const std::vector<std::string>& extra_apiserver_args) {
 
 TestEnv::~TestEnv() {
   stop_fake_kubelet();
-  for (pid_t pid : operator_pids_) {
-    if (::kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
-  }
+  for (pid_t pid : operator_pids_) subprocess::kill_and_reap(pid, /*group=*/false);
   scheduler_.stop();
   apiserver_.stop();
   etcd_.stop();

@@ -5,19 +5,18 @@
 // (peers_lost counts each dead worker once; microbatches are retried, never lost).
 #include <gtest/gtest.h>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 
 #include "registry/registry_client.h"
 #include "tests/swarm/swarm_process.h"
+#include "worker/swarm/ports.h"
 
 namespace {
 
 using namespace swarm::e2e;
+using swarm::runtime::pick_free_port;  // a port free on loopback now (the kernel's pick)
 
 // Small enough to train at a few steps per second on a loaded 2-core machine.
 std::string job_body(int per_stage, int max_steps) {
@@ -35,20 +34,6 @@ std::string job_body(int per_stage, int max_steps) {
 }
 
 int64_t num(const nlohmann::json& s, const char* k) { return s.value(k, int64_t{-1}); }
-
-// A port free on loopback now (the kernel's pick).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    a.sin_port = 0;
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 // Polls `ok` every 100 ms for up to `seconds`.
 bool eventually(const std::function<bool()>& ok, double seconds) {
@@ -81,7 +66,7 @@ int64_t registry_step(const nlohmann::json& st, int stages) {
 struct Processes {
   std::vector<pid_t> pids;
   ~Processes() {
-    for (auto it = pids.rbegin(); it != pids.rend(); ++it) ::kill(*it, SIGTERM);
+    for (auto it = pids.rbegin(); it != pids.rend(); ++it) swarm::subprocess::signal(*it, SIGTERM);
     for (pid_t p : pids) wait_exit(p, 30);
   }
   void registry(const std::string& host, int port, const std::string& job, const std::string& log) {
@@ -402,7 +387,7 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
   const auto dir = fresh_dir("fm-trainer");
   const auto job = write_job(dir, job_body(2, 40));
   ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
-  const int port = free_port();
+  const int port = pick_free_port();
   ASSERT_GT(port, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   Processes procs;
@@ -437,7 +422,7 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
 // after the peer expiry (1.5 s) once they stop heartbeating, like any other peer.
 TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
   const auto dir = fresh_dir("fm-clock");
-  const int port = free_port();
+  const int port = pick_free_port();
   ASSERT_GT(port, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const pid_t reg = start({"registry", "--host", "127.0.0.1", "--port", std::to_string(port), "--peer-expiry", "1.5"},
@@ -478,7 +463,7 @@ TEST(FaultMatrix, TheRegistryRestartedAtAnotherAddressIsFoundThroughTheAddressFi
     std::ofstream(address + ".tmp") << url << "\n";
     fs::rename(address + ".tmp", address);
   };
-  const int port = free_port(), moved_port = free_port();
+  const int port = pick_free_port(), moved_port = pick_free_port();
   ASSERT_GT(port, 0);
   ASSERT_GT(moved_port, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +15,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "common/subprocess.h"
 
 namespace swarm::e2e {
 
@@ -44,33 +45,23 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Starts `swarm args...` with output to `log`; returns its pid.
+// Starts `swarm args...` with output to `log` (truncated first); returns its pid. The child stays
+// in the test's process group and inherits its stdin, as a program started from a shell does.
 inline pid_t start(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    FILE* f = std::freopen(log.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(1, 2);
-    std::vector<char*> argv{const_cast<char*>(kSwarm.c_str())};
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(kSwarm.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  subprocess::SpawnOptions o;
+  o.log_path = log;
+  o.append_log = false;
+  o.own_group = false;
+  o.die_with_parent = false;
+  o.null_stdin = false;
+  return subprocess::spawn(kSwarm, args, o);
 }
 
 // Waits for `pid` up to `seconds`; returns its exit code (128+signal), or -1 on timeout (killed).
 inline int wait_exit(pid_t pid, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1000));
   int status = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
+  if (subprocess::reap_within(pid, seconds, &status, 50)) return subprocess::exit_code(status);
+  subprocess::kill_and_reap(pid, /*group=*/false);
   return -1;
 }
 

@@ -93,6 +93,13 @@ struct Trainer::Impl {
                     std::string* used);
   void run_microbatch(uint64_t seq);
   double evaluate();
+  // One pass of the thread beside the training loop: discovery, the heartbeat when one is due,
+  // the progress sample and the report file once a second (`last_*` carry the times between passes).
+  void background_pass(double& last_report, double& last_announce);
+  // Waits until every stage has a live worker; false when `stop` or wait_for_peers_seconds came first.
+  bool wait_for_peers(const std::atomic<bool>& stop);
+  // The training lanes (inflight_microbatches threads) until max steps, max seconds or `stop`.
+  void train(const std::atomic<bool>& stop);
   int64_t min_round() const {
     int64_t m = INT64_MAX;
     for (const auto& r : stage_round) m = std::min<int64_t>(m, r.load());
@@ -394,6 +401,72 @@ TrainerReport Trainer::Impl::snapshot() {
 Trainer::Trainer(TrainerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Trainer::~Trainer() = default;
 
+void Trainer::Impl::background_pass(double& last_report, double& last_announce) {
+  try {
+    refresh_peers();
+  } catch (const std::exception& e) {
+    spdlog::warn("trainer {}: discovery failed: {}", opt.peer_id, e.what());
+  }
+  if (now_seconds() - last_announce >= opt.spec.timeouts.heartbeat_seconds) {
+    try {
+      announce();
+    } catch (const std::exception& e) {
+      spdlog::warn("trainer {}: heartbeat failed: {}", opt.peer_id, e.what());
+    }
+    last_announce = now_seconds();
+  }
+  if (now_seconds() - last_report >= 1.0 && train_started > 0) {
+    std::lock_guard<std::mutex> lk(loss_mu);
+    if (progress.size() < 100000) progress.emplace_back(now_seconds() - train_started, samples.load());
+  }
+  if (!opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
+    try {
+      write_atomically(opt.report_path, snapshot().to_json().dump());
+    } catch (const std::exception& e) {
+      spdlog::warn("trainer {}: {}", opt.peer_id, e.what());
+    }
+    last_report = now_seconds();
+  }
+}
+
+bool Trainer::Impl::wait_for_peers(const std::atomic<bool>& stop) {
+  const double wait_until = now_seconds() + opt.wait_for_peers_seconds;
+  while (true) {
+    bool all = true;
+    {
+      std::lock_guard<std::mutex> lk(peers_mu);
+      for (int n : peers_per_stage) all = all && n > 0;
+    }
+    if (all) return true;
+    if (stop || now_seconds() > wait_until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void Trainer::Impl::train(const std::atomic<bool>& stop) {
+  train_started = now_seconds();
+  const double deadline = opt.max_seconds > 0 ? train_started + opt.max_seconds : 0;
+  std::atomic<uint64_t> seq{0};
+  auto keep_going = [&] {
+    return !stop && min_round() < opt.max_steps && (deadline == 0 || now_seconds() < deadline);
+  };
+  std::vector<std::thread> lanes;
+  for (int i = 0; i < opt.spec.trainers.inflight_microbatches; ++i) {
+    lanes.emplace_back([&] {
+      while (keep_going()) {
+        try {
+          run_microbatch(seq++);
+        } catch (const std::exception& e) {
+          lost++;
+          spdlog::warn("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
+        }
+      }
+    });
+  }
+  for (auto& t : lanes) t.join();
+  train_ended = now_seconds();
+}
+
 TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   auto& I = *impl_;
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url, to_ms(I.opt.spec.timeouts.connect_seconds));
@@ -406,31 +479,7 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   std::thread background([&] {
     double last_report = 0, last_announce = 0;
     while (!done) {
-      try {
-        I.refresh_peers();
-      } catch (const std::exception& e) {
-        spdlog::warn("trainer {}: discovery failed: {}", I.opt.peer_id, e.what());
-      }
-      if (now_seconds() - last_announce >= I.opt.spec.timeouts.heartbeat_seconds) {
-        try {
-          I.announce();
-        } catch (const std::exception& e) {
-          spdlog::warn("trainer {}: heartbeat failed: {}", I.opt.peer_id, e.what());
-        }
-        last_announce = now_seconds();
-      }
-      if (now_seconds() - last_report >= 1.0 && I.train_started > 0) {
-        std::lock_guard<std::mutex> lk(I.loss_mu);
-        if (I.progress.size() < 100000) I.progress.emplace_back(now_seconds() - I.train_started, I.samples.load());
-      }
-      if (!I.opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
-        try {
-          write_atomically(I.opt.report_path, I.snapshot().to_json().dump());
-        } catch (const std::exception& e) {
-          spdlog::warn("trainer {}: {}", I.opt.peer_id, e.what());
-        }
-        last_report = now_seconds();
-      }
+      I.background_pass(last_report, last_announce);
       std::unique_lock<std::mutex> lk(bg_mu);
       bg_cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return done.load(); });
     }
@@ -441,44 +490,13 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
     if (background.joinable()) background.join();
   };
 
-  const double wait_until = now_seconds() + I.opt.wait_for_peers_seconds;
-  while (true) {
-    bool all = true;
-    {
-      std::lock_guard<std::mutex> lk(I.peers_mu);
-      for (int n : I.peers_per_stage) all = all && n > 0;
-    }
-    if (all) break;
-    if (stop || now_seconds() > wait_until) {
-      finish();
-      I.withdraw();
-      throw std::runtime_error("trainer: not every stage has a live worker after " +
-                               std::to_string(I.opt.wait_for_peers_seconds) + " s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!I.wait_for_peers(stop)) {
+    finish();
+    I.withdraw();
+    throw std::runtime_error("trainer: not every stage has a live worker after " +
+                             std::to_string(I.opt.wait_for_peers_seconds) + " s");
   }
-
-  I.train_started = now_seconds();
-  const double deadline = I.opt.max_seconds > 0 ? I.train_started + I.opt.max_seconds : 0;
-  std::atomic<uint64_t> seq{0};
-  auto keep_going = [&] {
-    return !stop && I.min_round() < I.opt.max_steps && (deadline == 0 || now_seconds() < deadline);
-  };
-  std::vector<std::thread> lanes;
-  for (int i = 0; i < I.opt.spec.trainers.inflight_microbatches; ++i) {
-    lanes.emplace_back([&] {
-      while (keep_going()) {
-        try {
-          I.run_microbatch(seq++);
-        } catch (const std::exception& e) {
-          I.lost++;
-          spdlog::warn("trainer {}: microbatch lost: {}", I.opt.peer_id, e.what());
-        }
-      }
-    });
-  }
-  for (auto& t : lanes) t.join();
-  I.train_ended = now_seconds();
+  I.train(stop);
   I.withdraw();
   I.finished = I.min_round() >= I.opt.max_steps;
   if (!stop) {
