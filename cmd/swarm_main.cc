@@ -50,6 +50,220 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// swarm local
+struct LocalCommand {
+  swarm::runtime::LocalOptions local;
+  std::string per_stage_list;
+  std::vector<std::string> slow_workers;
+  bool no_progress = false;
+  CLI::App* cmd = nullptr;
+
+  void add_to(CLI::App& app) {
+    cmd = app.add_subcommand("local", "run the whole swarm on this machine");
+    cmd->add_option("job", local.job_path, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--steps", local.steps, "stop after N optimizer steps (default: spec.training.maxSteps)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--max-seconds", local.max_seconds, "stop training after S seconds")->check(CLI::PositiveNumber);
+    cmd->add_option("--summary", local.summary_path, "write the run's summary JSON here");
+    cmd->add_option("--baseline", local.baseline, "train in one process instead: single-process")
+        ->check(CLI::IsMember({"single-process"}));
+    cmd->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
+    cmd->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
+    cmd->add_option("--preempt-every", local.preempt_every, "kill a random worker every DURATION seconds")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--preempt-notice", local.preempt_notice,
+                    "send SIGTERM first and wait this long before SIGKILL (graceful hand-off)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--respawn-after", local.respawn_after, "start a replacement worker this long after each preemption")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--seed", local.seed, "seed of the preemption schedule (default spec.training.seed)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--workers-per-stage", per_stage_list,
+                    "start this many workers on each stage, e.g. 4,1,1 (default spec.workers.perStage)");
+    cmd->add_option("--slow-worker", slow_workers, "NAME=FACTOR: emulate a slower machine, e.g. stage0-w1=3");
+    cmd->add_flag("--no-progress", no_progress, "do not print the live progress line");
+    cmd->add_flag("--no-checkpoints", local.no_checkpoints,
+                  "no default checkpoints (a stage that loses every peer then stops the job)");
+    cmd->add_option("--checkpoint-every", local.checkpoint_every,
+                    "steps between checkpoints (default: 1 with preemptions, else 10, at most the spec's)")
+        ->check(CLI::PositiveNumber);
+  }
+
+  // --workers-per-stage 4,1,1
+  void parse_workers_per_stage() {
+    if (per_stage_list.empty()) return;
+    std::stringstream ss(per_stage_list);
+    for (std::string item; std::getline(ss, item, ',');) {
+      int n = -1;
+      try {
+        n = std::stoi(item);
+      } catch (const std::exception&) {
+      }
+      if (n < 0 || n > 1024)
+        throw std::invalid_argument("--workers-per-stage: expected counts 0..1024 like 4,1,1, got \"" +
+                                    per_stage_list + "\"");
+      local.workers_per_stage.push_back(n);
+    }
+  }
+
+  // --slow-worker NAME=FACTOR (repeated)
+  void parse_slow_workers() {
+    for (const auto& sw : slow_workers) {
+      auto eq = sw.find('=');
+      double f = 0;
+      try {
+        f = eq == std::string::npos ? 0 : std::stod(sw.substr(eq + 1));
+      } catch (const std::exception&) {
+      }
+      if (eq == std::string::npos || eq == 0 || f < 1)
+        throw std::invalid_argument("--slow-worker: expected NAME=FACTOR with FACTOR >= 1, got \"" + sw + "\"");
+      local.slow_workers[sw.substr(0, eq)] = f;
+    }
+  }
+
+  int run(const std::string& log_level) {
+    local.self_exe = self_exe();
+    parse_workers_per_stage();
+    parse_slow_workers();
+    local.progress = !no_progress;
+    local.log_level = log_level;
+    return swarm::runtime::run_local(local, g_stop);
+  }
+};
+
+// swarm worker
+struct WorkerCommand {
+  swarm::runtime::WorkerOptions worker;
+  std::string job, stage = "auto", checkpoint_dir;
+  double drain_seconds = 30;
+  int64_t checkpoint_every = 0;
+  CLI::App* cmd = nullptr;
+
+  void add_to(CLI::App& app) {
+    cmd = app.add_subcommand("worker", "serve one pipeline stage");
+    cmd->add_option("--job", job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--stage", stage, "stage index, or auto: join the most loaded stage")->capture_default_str();
+    cmd->add_option("--drain-seconds", drain_seconds, "on SIGTERM: time to finish owed work and hand off gradients")
+        ->capture_default_str();
+    cmd->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
+    cmd->add_option("--registry", worker.registry_url, "registry URL, http://host:port, or file:PATH (a file holding it, read again when the registry does not answer)")->required();
+    cmd->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
+    cmd->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
+    cmd->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
+    cmd->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
+    cmd->add_option("--slowdown", worker.slowdown, "emulate a machine this many times slower (benchmarks)")
+        ->check(CLI::Range(1.0, 100.0));
+    cmd->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
+    cmd->add_option("--checkpoint-every", checkpoint_every, "overrides spec.checkpoint.everySteps")
+        ->check(CLI::PositiveNumber);
+  }
+
+  // --stage: auto (-1) or an index.
+  int parse_stage() const {
+    if (stage == "auto") return -1;
+    try {
+      size_t used = 0;
+      const int s = std::stoi(stage, &used);
+      if (used != stage.size()) throw std::invalid_argument(stage);
+      return s;
+    } catch (const std::exception&) {
+      throw std::invalid_argument("--stage: expected auto or a stage index, got \"" + stage + "\"");
+    }
+  }
+
+  int run() {
+    worker.spec = swarm::load_job_spec(job);
+    worker.secret = swarm::resolve_secret(worker.spec.secret);
+    if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
+    if (checkpoint_every > 0) worker.spec.checkpoint.every_steps = checkpoint_every;
+    worker.stage = parse_stage();
+    swarm::runtime::StageServer server(worker);
+    server.start();
+    wait_for_stop();
+    spdlog::info("worker {}: draining (up to {} s)", worker.peer_id, drain_seconds);
+    const auto drain_started = std::chrono::steady_clock::now();
+    server.drain(drain_seconds);
+    spdlog::info("worker {}: drained in {:.2f} s", worker.peer_id,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_started).count());
+    const bool failed = server.status().failed;
+    server.stop();
+    return failed ? 3 : 0;  // 3: its stage came back without its state (see the log)
+  }
+};
+
+// swarm trainer
+struct TrainerCommand {
+  swarm::runtime::TrainerOptions trainer;
+  std::string job;
+  CLI::App* cmd = nullptr;
+
+  void add_to(CLI::App& app) {
+    cmd = app.add_subcommand("trainer", "run a trainer");
+    cmd->add_option("--job", job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--index", trainer.index, "trainer index (selects the data stream)")->capture_default_str();
+    cmd->add_option("--peer-id", trainer.peer_id, "unique peer name")->required();
+    cmd->add_option("--registry", trainer.registry_url, "registry URL, or file:PATH (as for swarm worker)")->required();
+    cmd->add_option("--report", trainer.report_path, "progress report JSON file");
+    cmd->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
+    cmd->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");
+    cmd->add_option("--metrics-bind", trainer.metrics_bind, "host:port of /metrics")->capture_default_str();
+  }
+
+  int run() {
+    trainer.spec = swarm::load_job_spec(job);
+    trainer.secret = swarm::resolve_secret(trainer.spec.secret);
+    swarm::runtime::Trainer t(trainer);
+    auto report = t.run(g_stop);
+    spdlog::info("trainer {}: {} steps, {} samples, {:.1f} samples/s, loss {:.4f} -> {:.4f}, eval {:.4f}",
+                 trainer.peer_id, report.steps, report.samples, report.samples_per_second,
+                 report.loss_first, report.loss_last, report.eval_loss);
+    return 0;
+  }
+};
+
+// swarm registry
+struct RegistryCommand {
+  std::string host = "127.0.0.1", job;
+  int port = 7400;
+  swarm::registry::RegistryOptions options;
+  CLI::App* cmd = nullptr;
+
+  void add_to(CLI::App& app) {
+    cmd = app.add_subcommand("registry", "run the job-scoped registry");
+    cmd->add_option("--host", host, "bind address")->capture_default_str();
+    cmd->add_option("--port", port, "port")->capture_default_str();
+    cmd->add_option("--peer-expiry", options.peer_expiry_seconds, "seconds before a silent peer is dropped")
+        ->capture_default_str();
+    cmd->add_option("--job", job, "SwarmJob YAML file: enables rebalancing per spec.rebalancing")
+        ->check(CLI::ExistingFile);
+  }
+
+  // --job: the stage count, and rebalancing per spec.rebalancing.
+  void apply_job() {
+    if (job.empty()) return;
+    const auto spec = swarm::load_job_spec(job);
+    options.num_stages = static_cast<int>(spec.pipeline.stages);
+    if (!spec.rebalancing.enabled) return;
+    swarm::planner::RebalanceOptions ro;
+    ro.period_seconds = spec.rebalancing.period_seconds;
+    ro.min_peers_per_stage = static_cast<int>(spec.rebalancing.min_peers_per_stage);
+    ro.min_gain = spec.rebalancing.min_gain;
+    ro.cooldown_seconds = spec.rebalancing.cooldown_seconds;
+    ro.stage_costs = swarm::runtime::stage_costs(spec);
+    options.rebalance = ro;
+  }
+
+  int run() {
+    apply_job();
+    swarm::registry::RegistryServer server(host, port, options);
+    server.start();
+    spdlog::info("registry listening on {}", server.url());
+    wait_for_stop();
+    server.stop();
+    return 0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,187 +271,24 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
-
-  // swarm local
-  swarm::runtime::LocalOptions local;
-  auto* cmd_local = app.add_subcommand("local", "run the whole swarm on this machine");
-  cmd_local->add_option("job", local.job_path, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
-  cmd_local->add_option("--steps", local.steps, "stop after N optimizer steps (default: spec.training.maxSteps)")
-      ->check(CLI::PositiveNumber);
-  cmd_local->add_option("--max-seconds", local.max_seconds, "stop training after S seconds")->check(CLI::PositiveNumber);
-  cmd_local->add_option("--summary", local.summary_path, "write the run's summary JSON here");
-  cmd_local->add_option("--baseline", local.baseline, "train in one process instead: single-process")
-      ->check(CLI::IsMember({"single-process"}));
-  cmd_local->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
-  cmd_local->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
-  cmd_local->add_option("--preempt-every", local.preempt_every, "kill a random worker every DURATION seconds")
-      ->check(CLI::PositiveNumber);
-  cmd_local->add_option("--preempt-notice", local.preempt_notice,
-                        "send SIGTERM first and wait this long before SIGKILL (graceful hand-off)")
-      ->check(CLI::PositiveNumber);
-  cmd_local->add_option("--respawn-after", local.respawn_after, "start a replacement worker this long after each preemption")
-      ->check(CLI::PositiveNumber);
-  cmd_local->add_option("--seed", local.seed, "seed of the preemption schedule (default spec.training.seed)")
-      ->check(CLI::NonNegativeNumber);
-  std::string per_stage_list;
-  cmd_local->add_option("--workers-per-stage", per_stage_list,
-                        "start this many workers on each stage, e.g. 4,1,1 (default spec.workers.perStage)");
-  std::vector<std::string> slow_workers;
-  cmd_local->add_option("--slow-worker", slow_workers, "NAME=FACTOR: emulate a slower machine, e.g. stage0-w1=3");
-  bool no_progress = false;
-  cmd_local->add_flag("--no-progress", no_progress, "do not print the live progress line");
-  cmd_local->add_flag("--no-checkpoints", local.no_checkpoints,
-                      "no default checkpoints (a stage that loses every peer then stops the job)");
-  cmd_local->add_option("--checkpoint-every", local.checkpoint_every,
-                        "steps between checkpoints (default: 1 with preemptions, else 10, at most the spec's)")
-      ->check(CLI::PositiveNumber);
-
-  // swarm worker
-  swarm::runtime::WorkerOptions worker;
-  std::string worker_job;
-  auto* cmd_worker = app.add_subcommand("worker", "serve one pipeline stage");
-  cmd_worker->add_option("--job", worker_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
-  std::string worker_stage = "auto";
-  double drain_seconds = 30;
-  cmd_worker->add_option("--stage", worker_stage, "stage index, or auto: join the most loaded stage")
-      ->capture_default_str();
-  cmd_worker->add_option("--drain-seconds", drain_seconds,
-                         "on SIGTERM: time to finish owed work and hand off gradients")->capture_default_str();
-  cmd_worker->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
-  cmd_worker->add_option("--registry", worker.registry_url, "registry URL, http://host:port, or file:PATH (a file holding it, read again when the registry does not answer)")->required();
-  cmd_worker->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
-  cmd_worker->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
-  cmd_worker->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
-  cmd_worker->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
-  cmd_worker->add_option("--slowdown", worker.slowdown, "emulate a machine this many times slower (benchmarks)")
-      ->check(CLI::Range(1.0, 100.0));
-  std::string checkpoint_dir;
-  cmd_worker->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
-  int64_t checkpoint_every = 0;
-  cmd_worker->add_option("--checkpoint-every", checkpoint_every, "overrides spec.checkpoint.everySteps")
-      ->check(CLI::PositiveNumber);
-
-  // swarm trainer
-  swarm::runtime::TrainerOptions trainer;
-  std::string trainer_job;
-  auto* cmd_trainer = app.add_subcommand("trainer", "run a trainer");
-  cmd_trainer->add_option("--job", trainer_job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
-  cmd_trainer->add_option("--index", trainer.index, "trainer index (selects the data stream)")->capture_default_str();
-  cmd_trainer->add_option("--peer-id", trainer.peer_id, "unique peer name")->required();
-  cmd_trainer->add_option("--registry", trainer.registry_url, "registry URL, or file:PATH (as for swarm worker)")->required();
-  cmd_trainer->add_option("--report", trainer.report_path, "progress report JSON file");
-  cmd_trainer->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
-  cmd_trainer->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");
-  cmd_trainer->add_option("--metrics-bind", trainer.metrics_bind, "host:port of /metrics")->capture_default_str();
-
-  // swarm registry
-  std::string reg_host = "127.0.0.1";
-  int reg_port = 7400;
-  swarm::registry::RegistryOptions reg_options;
-  auto* cmd_registry = app.add_subcommand("registry", "run the job-scoped registry");
-  cmd_registry->add_option("--host", reg_host, "bind address")->capture_default_str();
-  cmd_registry->add_option("--port", reg_port, "port")->capture_default_str();
-  cmd_registry->add_option("--peer-expiry", reg_options.peer_expiry_seconds, "seconds before a silent peer is dropped")
-      ->capture_default_str();
-  std::string reg_job;
-  cmd_registry->add_option("--job", reg_job, "SwarmJob YAML file: enables rebalancing per spec.rebalancing")
-      ->check(CLI::ExistingFile);
+  LocalCommand local;
+  local.add_to(app);
+  WorkerCommand worker;
+  worker.add_to(app);
+  TrainerCommand trainer;
+  trainer.add_to(app);
+  RegistryCommand registry;
+  registry.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   install_signal_handlers();
 
   try {
-    if (*cmd_local) {
-      local.self_exe = self_exe();
-      if (!per_stage_list.empty()) {
-        std::stringstream ss(per_stage_list);
-        for (std::string item; std::getline(ss, item, ',');) {
-          int n = -1;
-          try {
-            n = std::stoi(item);
-          } catch (const std::exception&) {
-          }
-          if (n < 0 || n > 1024)
-            throw std::invalid_argument("--workers-per-stage: expected counts 0..1024 like 4,1,1, got \"" +
-                                        per_stage_list + "\"");
-          local.workers_per_stage.push_back(n);
-        }
-      }
-      for (const auto& sw : slow_workers) {
-        auto eq = sw.find('=');
-        double f = 0;
-        try {
-          f = eq == std::string::npos ? 0 : std::stod(sw.substr(eq + 1));
-        } catch (const std::exception&) {
-        }
-        if (eq == std::string::npos || eq == 0 || f < 1)
-          throw std::invalid_argument("--slow-worker: expected NAME=FACTOR with FACTOR >= 1, got \"" + sw + "\"");
-        local.slow_workers[sw.substr(0, eq)] = f;
-      }
-      local.progress = !no_progress;
-      local.log_level = log_level;
-      return swarm::runtime::run_local(local, g_stop);
-    }
-    if (*cmd_worker) {
-      worker.spec = swarm::load_job_spec(worker_job);
-      worker.secret = swarm::resolve_secret(worker.spec.secret);
-      if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
-      if (checkpoint_every > 0) worker.spec.checkpoint.every_steps = checkpoint_every;
-      if (worker_stage == "auto") {
-        worker.stage = -1;
-      } else {
-        try {
-          size_t used = 0;
-          worker.stage = std::stoi(worker_stage, &used);
-          if (used != worker_stage.size()) throw std::invalid_argument(worker_stage);
-        } catch (const std::exception&) {
-          throw std::invalid_argument("--stage: expected auto or a stage index, got \"" + worker_stage + "\"");
-        }
-      }
-      swarm::runtime::StageServer server(worker);
-      server.start();
-      wait_for_stop();
-      spdlog::info("worker {}: draining (up to {} s)", worker.peer_id, drain_seconds);
-      const auto drain_started = std::chrono::steady_clock::now();
-      server.drain(drain_seconds);
-      spdlog::info("worker {}: drained in {:.2f} s", worker.peer_id,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_started).count());
-      const bool failed = server.status().failed;
-      server.stop();
-      return failed ? 3 : 0;  // 3: its stage came back without its state (see the log)
-    }
-    if (*cmd_trainer) {
-      trainer.spec = swarm::load_job_spec(trainer_job);
-      trainer.secret = swarm::resolve_secret(trainer.spec.secret);
-      swarm::runtime::Trainer t(trainer);
-      auto report = t.run(g_stop);
-      spdlog::info("trainer {}: {} steps, {} samples, {:.1f} samples/s, loss {:.4f} -> {:.4f}, eval {:.4f}",
-                   trainer.peer_id, report.steps, report.samples, report.samples_per_second,
-                   report.loss_first, report.loss_last, report.eval_loss);
-      return 0;
-    }
-    if (*cmd_registry) {
-      if (!reg_job.empty()) {
-        const auto spec = swarm::load_job_spec(reg_job);
-        reg_options.num_stages = static_cast<int>(spec.pipeline.stages);
-        if (spec.rebalancing.enabled) {
-          swarm::planner::RebalanceOptions ro;
-          ro.period_seconds = spec.rebalancing.period_seconds;
-          ro.min_peers_per_stage = static_cast<int>(spec.rebalancing.min_peers_per_stage);
-          ro.min_gain = spec.rebalancing.min_gain;
-          ro.cooldown_seconds = spec.rebalancing.cooldown_seconds;
-          ro.stage_costs = swarm::runtime::stage_costs(spec);
-          reg_options.rebalance = ro;
-        }
-      }
-      swarm::registry::RegistryServer server(reg_host, reg_port, reg_options);
-      server.start();
-      spdlog::info("registry listening on {}", server.url());
-      wait_for_stop();
-      server.stop();
-      return 0;
-    }
+    if (*local.cmd) return local.run(log_level);
+    if (*worker.cmd) return worker.run();
+    if (*trainer.cmd) return trainer.run();
+    if (*registry.cmd) return registry.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -279,89 +279,103 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   r.finish();
 }
 
+void decode_model(Reader& spec, ModelSpec& m) {
+  Reader r = spec.object("model");
+  r.get("vocabSize", m.vocab_size);
+  r.get("hiddenSize", m.hidden_size);
+  r.get("numHeads", m.num_heads);
+  r.get("layersPerStage", m.layers_per_stage);
+  r.get("sequenceLength", m.sequence_length);
+  r.get("mlpRatio", m.mlp_ratio);
+  r.get("sharedLayers", m.shared_layers);
+  r.finish();
+}
+
+void decode_pipeline(Reader& spec, JobSpec& out) {
+  Reader r = spec.object("pipeline");
+  r.get("stages", out.pipeline.stages);
+  r.get_enum("compression", out.pipeline.compression, parse_compression, "none, blockwise8");
+  r.finish();
+}
+
+void decode_workers(Reader& spec, JobSpec& out) {
+  Reader r = spec.object("workers");
+  r.get("perStage", out.workers.per_stage);
+  r.get("device", out.workers.device);
+  r.get("precision", out.workers.precision);
+  r.get("threads", out.workers.threads);
+  for (const char* k : {"image", "resources", "minPerStage", "maxPerStage"}) r.ignore(k, out.cluster_only_fields);
+  r.finish();
+}
+
+void decode_trainers(Reader& spec, JobSpec& out) {
+  TrainersSpec& t = out.trainers;
+  Reader r = spec.object("trainers");
+  r.get("count", t.count);
+  r.get("inflightMicrobatches", t.inflight_microbatches);
+  Reader routing = r.object("routing");
+  routing.get("emaAlpha", t.routing.ema_alpha);
+  routing.get("backwardWeight", t.routing.backward_weight);
+  routing.get("explorePeerSeconds", t.routing.explore_peer_seconds);
+  routing.finish();
+  for (const char* k : {"image", "resources"}) r.ignore(k, out.cluster_only_fields);
+  r.finish();
+}
+
+void decode_timeouts(Reader& spec, TimeoutsSpec& t) {
+  Reader r = spec.object("timeouts");
+  r.get("connectSeconds", t.connect_seconds);
+  r.get("forwardSeconds", t.forward_seconds);
+  r.get("backwardSeconds", t.backward_seconds);
+  r.get("averagingSeconds", t.averaging_seconds);
+  r.get("heartbeatSeconds", t.heartbeat_seconds);
+  r.get("peerExpirySeconds", t.peer_expiry_seconds);
+  r.get("activationTtlSeconds", t.activation_ttl_seconds);
+  r.finish();
+}
+
+void decode_secret(Reader& spec, JobSpec& out) {
+  Reader r = spec.object("secret");
+  r.get("env", out.secret.env);
+  Reader ref = r.object("secretRef");
+  ref.get("name", out.secret.secret_ref_name);
+  ref.get("key", out.secret.secret_ref_key);
+  ref.finish();
+  r.finish();
+}
+
+void decode_rebalancing(Reader& spec, RebalancingSpec& b) {
+  Reader r = spec.object("rebalancing");
+  r.get("enabled", b.enabled);
+  r.get("periodSeconds", b.period_seconds);
+  r.get("minPeersPerStage", b.min_peers_per_stage);
+  r.get("minGain", b.min_gain);
+  r.get("cooldownSeconds", b.cooldown_seconds);
+  r.finish();
+}
+
+void decode_checkpoint(Reader& spec, JobSpec& out) {
+  CheckpointSpec& c = out.checkpoint;
+  Reader r = spec.object("checkpoint");
+  r.get("path", c.path);
+  r.get("everySteps", c.every_steps);
+  r.get("keep", c.keep);
+  r.ignore("volumeClaimName", out.cluster_only_fields);
+  r.finish();
+}
+
+// spec: one section after the other (the order names them in "allowed: ..." messages).
 void decode_spec(Reader& root, JobSpec& out) {
   Reader spec = root.object("spec");
-  {
-    ModelSpec& m = out.model;
-    Reader r = spec.object("model");
-    r.get("vocabSize", m.vocab_size);
-    r.get("hiddenSize", m.hidden_size);
-    r.get("numHeads", m.num_heads);
-    r.get("layersPerStage", m.layers_per_stage);
-    r.get("sequenceLength", m.sequence_length);
-    r.get("mlpRatio", m.mlp_ratio);
-    r.get("sharedLayers", m.shared_layers);
-    r.finish();
-  }
-  {
-    Reader r = spec.object("pipeline");
-    r.get("stages", out.pipeline.stages);
-    r.get_enum("compression", out.pipeline.compression, parse_compression, "none, blockwise8");
-    r.finish();
-  }
+  decode_model(spec, out.model);
+  decode_pipeline(spec, out);
   decode_training(spec, out.training);
-  {
-    Reader r = spec.object("workers");
-    r.get("perStage", out.workers.per_stage);
-    r.get("device", out.workers.device);
-    r.get("precision", out.workers.precision);
-    r.get("threads", out.workers.threads);
-    for (const char* k : {"image", "resources", "minPerStage", "maxPerStage"}) r.ignore(k, out.cluster_only_fields);
-    r.finish();
-  }
-  {
-    TrainersSpec& t = out.trainers;
-    Reader r = spec.object("trainers");
-    r.get("count", t.count);
-    r.get("inflightMicrobatches", t.inflight_microbatches);
-    Reader routing = r.object("routing");
-    routing.get("emaAlpha", t.routing.ema_alpha);
-    routing.get("backwardWeight", t.routing.backward_weight);
-    routing.get("explorePeerSeconds", t.routing.explore_peer_seconds);
-    routing.finish();
-    for (const char* k : {"image", "resources"}) r.ignore(k, out.cluster_only_fields);
-    r.finish();
-  }
-  {
-    TimeoutsSpec& t = out.timeouts;
-    Reader r = spec.object("timeouts");
-    r.get("connectSeconds", t.connect_seconds);
-    r.get("forwardSeconds", t.forward_seconds);
-    r.get("backwardSeconds", t.backward_seconds);
-    r.get("averagingSeconds", t.averaging_seconds);
-    r.get("heartbeatSeconds", t.heartbeat_seconds);
-    r.get("peerExpirySeconds", t.peer_expiry_seconds);
-    r.get("activationTtlSeconds", t.activation_ttl_seconds);
-    r.finish();
-  }
-  {
-    Reader r = spec.object("secret");
-    r.get("env", out.secret.env);
-    Reader ref = r.object("secretRef");
-    ref.get("name", out.secret.secret_ref_name);
-    ref.get("key", out.secret.secret_ref_key);
-    ref.finish();
-    r.finish();
-  }
-  {
-    RebalancingSpec& b = out.rebalancing;
-    Reader r = spec.object("rebalancing");
-    r.get("enabled", b.enabled);
-    r.get("periodSeconds", b.period_seconds);
-    r.get("minPeersPerStage", b.min_peers_per_stage);
-    r.get("minGain", b.min_gain);
-    r.get("cooldownSeconds", b.cooldown_seconds);
-    r.finish();
-  }
-  {
-    CheckpointSpec& c = out.checkpoint;
-    Reader r = spec.object("checkpoint");
-    r.get("path", c.path);
-    r.get("everySteps", c.every_steps);
-    r.get("keep", c.keep);
-    r.ignore("volumeClaimName", out.cluster_only_fields);
-    r.finish();
-  }
+  decode_workers(spec, out);
+  decode_trainers(spec, out);
+  decode_timeouts(spec, out.timeouts);
+  decode_secret(spec, out);
+  decode_rebalancing(spec, out.rebalancing);
+  decode_checkpoint(spec, out);
   for (const char* k : {"placement", "nodePools"}) spec.ignore(k, out.cluster_only_fields);
   spec.finish();
 }

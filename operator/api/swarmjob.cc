@@ -108,11 +108,7 @@ NodePool parse_pool(const json& p, const std::string& path, Errors& e) {
   return pool;
 }
 
-}  // namespace
-
-SwarmJob parse_swarmjob(const json& obj) {
-  Errors e;
-  SwarmJob job;
+void read_metadata(const json& obj, SwarmJob& job) {
   const json& md = obj.value("metadata", json::object());
   job.name = md.value("name", "");
   job.namespace_ = md.value("namespace", "default");
@@ -121,14 +117,12 @@ SwarmJob parse_swarmjob(const json& obj) {
   job.generation = md.value("generation", 0LL);
   job.creation_timestamp = md.value("creationTimestamp", "");
   job.status = obj.value("status", json::object());
+}
 
-  // Split the operator-only fields off; what remains is exactly the `swarm local` spec.
-  json manifest = obj;
-  json spec = obj.value("spec", json::object());
-  if (!spec.is_object()) spec = json::object();
+// spec.workers / spec.trainers: image, resources, minPerStage, maxPerStage.
+void take_pod_sections(json& spec, OperatorSpec& op, Errors& e) {
   json workers = spec.value("workers", json::object());
   json trainers = spec.value("trainers", json::object());
-  OperatorSpec& op = job.op;
   op.workers = take_resources(workers, "spec.workers", kDefaultImage, e);
   op.trainers = take_resources(trainers, "spec.trainers", op.workers.image, e);
   op.min_per_stage = get_int(workers, "minPerStage", 1, 1, 1024, "spec.workers", e);
@@ -137,36 +131,82 @@ SwarmJob parse_swarmjob(const json& obj) {
   workers.erase("maxPerStage");
   if (spec.contains("workers")) spec["workers"] = workers;
   if (spec.contains("trainers")) spec["trainers"] = trainers;
-  if (spec.contains("checkpoint") && spec["checkpoint"].is_object()) {
-    json checkpoint = spec["checkpoint"];
-    op.checkpoint_claim = get_string(checkpoint, "volumeClaimName", "", "spec.checkpoint", e);
-    if (checkpoint.contains("volumeClaimName") && !is_dns1123_subdomain(op.checkpoint_claim))
-      e.add("spec.checkpoint.volumeClaimName",
-            "must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"" + op.checkpoint_claim + "\"");
-    checkpoint.erase("volumeClaimName");
-    spec["checkpoint"] = checkpoint;
-  }
+}
+
+// spec.checkpoint.volumeClaimName.
+void take_checkpoint_claim(json& spec, OperatorSpec& op, Errors& e) {
+  if (!spec.contains("checkpoint") || !spec["checkpoint"].is_object()) return;
+  json checkpoint = spec["checkpoint"];
+  op.checkpoint_claim = get_string(checkpoint, "volumeClaimName", "", "spec.checkpoint", e);
+  if (checkpoint.contains("volumeClaimName") && !is_dns1123_subdomain(op.checkpoint_claim))
+    e.add("spec.checkpoint.volumeClaimName",
+          "must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"" + op.checkpoint_claim + "\"");
+  checkpoint.erase("volumeClaimName");
+  spec["checkpoint"] = checkpoint;
+}
+
+// spec.placement and spec.nodePools.
+void take_placement(json& spec, OperatorSpec& op, Errors& e) {
   if (spec.contains("placement")) {
     const json& pl = spec["placement"];
     op.unschedulable_seconds = get_int(pl, "unschedulableSeconds", 60, 1, 86400, "spec.placement", e);
     op.retry_pool_seconds = get_int(pl, "retryPoolSeconds", 300, 1, 86400, "spec.placement", e);
     spec.erase("placement");
   }
-  if (spec.contains("nodePools")) {
-    const json& pools = spec["nodePools"];
-    if (!pools.is_array()) {
-      e.add("spec.nodePools", "must be a list");
-    } else {
-      std::map<std::string, int> seen;
-      for (size_t i = 0; i < pools.size(); ++i) {
-        const std::string path = "spec.nodePools[" + std::to_string(i) + "]";
-        op.pools.push_back(parse_pool(pools[i], path, e));
-        auto [it, fresh] = seen.emplace(op.pools.back().name, static_cast<int>(i));
-        if (!fresh) e.add(path + ".name", "duplicate pool name \"" + it->first + "\"");
-      }
+  if (!spec.contains("nodePools")) return;
+  const json& pools = spec["nodePools"];
+  if (!pools.is_array()) {
+    e.add("spec.nodePools", "must be a list");
+  } else {
+    std::map<std::string, int> seen;
+    for (size_t i = 0; i < pools.size(); ++i) {
+      const std::string path = "spec.nodePools[" + std::to_string(i) + "]";
+      op.pools.push_back(parse_pool(pools[i], path, e));
+      auto [it, fresh] = seen.emplace(op.pools.back().name, static_cast<int>(i));
+      if (!fresh) e.add(path + ".name", "duplicate pool name \"" + it->first + "\"");
     }
-    spec.erase("nodePools");
   }
+  spec.erase("nodePools");
+}
+
+// Rules across the operator's fields and the JobSpec (checked once both parse).
+void check_across(const SwarmJob& job, Errors& e) {
+  const OperatorSpec& op = job.op;
+  if (op.min_per_stage > job.spec.workers.per_stage)
+    e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
+                                          std::to_string(job.spec.workers.per_stage) + "), got " +
+                                          std::to_string(op.min_per_stage));
+  if (!op.checkpoint_claim.empty() && job.spec.checkpoint.path.empty())
+    e.add("spec.checkpoint.path", "required with spec.checkpoint.volumeClaimName (\"" + op.checkpoint_claim +
+                                      "\"): where the claim is mounted in the worker pods");
+  for (size_t i = 0; i < op.pools.size(); ++i) {
+    if (!op.pools[i].preemptible || !job.spec.checkpoint.path.empty()) continue;
+    e.add("spec.checkpoint.path",
+          "must name a durable checkpoint location when a node pool is preemptible (spec.nodePools[" +
+              std::to_string(i) + "] \"" + op.pools[i].name +
+              "\"): a stage whose last peer is reclaimed loses its parameters and optimizer state without one");
+    break;
+  }
+  if (op.max_per_stage != 0 && op.max_per_stage < job.spec.workers.per_stage)
+    e.add("spec.workers.maxPerStage", "must be >= spec.workers.perStage (" +
+                                          std::to_string(job.spec.workers.per_stage) + "), got " +
+                                          std::to_string(op.max_per_stage));
+}
+
+}  // namespace
+
+SwarmJob parse_swarmjob(const json& obj) {
+  Errors e;
+  SwarmJob job;
+  read_metadata(obj, job);
+
+  // Split the operator-only fields off; what remains is exactly the `swarm local` spec.
+  json manifest = obj;
+  json spec = obj.value("spec", json::object());
+  if (!spec.is_object()) spec = json::object();
+  take_pod_sections(spec, job.op, e);
+  take_checkpoint_claim(spec, job.op, e);
+  take_placement(spec, job.op, e);
   manifest["spec"] = spec;
   manifest.erase("status");
 
@@ -175,27 +215,7 @@ SwarmJob parse_swarmjob(const json& obj) {
   } catch (const SpecError& se) {
     for (const auto& m : se.errors()) e.list.push_back(m);
   }
-  if (e.list.empty()) {
-    if (op.min_per_stage > job.spec.workers.per_stage)
-      e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
-                                            std::to_string(job.spec.workers.per_stage) + "), got " +
-                                            std::to_string(op.min_per_stage));
-    if (!op.checkpoint_claim.empty() && job.spec.checkpoint.path.empty())
-      e.add("spec.checkpoint.path", "required with spec.checkpoint.volumeClaimName (\"" + op.checkpoint_claim +
-                                        "\"): where the claim is mounted in the worker pods");
-    for (size_t i = 0; i < op.pools.size(); ++i) {
-      if (!op.pools[i].preemptible || !job.spec.checkpoint.path.empty()) continue;
-      e.add("spec.checkpoint.path",
-            "must name a durable checkpoint location when a node pool is preemptible (spec.nodePools[" +
-                std::to_string(i) + "] \"" + op.pools[i].name +
-                "\"): a stage whose last peer is reclaimed loses its parameters and optimizer state without one");
-      break;
-    }
-    if (op.max_per_stage != 0 && op.max_per_stage < job.spec.workers.per_stage)
-      e.add("spec.workers.maxPerStage", "must be >= spec.workers.perStage (" +
-                                            std::to_string(job.spec.workers.per_stage) + "), got " +
-                                            std::to_string(op.max_per_stage));
-  }
+  if (e.list.empty()) check_across(job, e);
   if (!e.list.empty()) throw SpecError(e.list);
   return job;
 }

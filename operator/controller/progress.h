@@ -98,6 +98,17 @@ bool apply_failure(SwarmJobStatus& status, const std::optional<JobFailure>& fail
                    const std::string& now);
 std::string describe(const JobFailure& f);
 
+// The latest reading of a job's registry (progress_poller.h keeps one per job).
+struct ProgressReading {
+  bool ok = false;
+  std::string error;        // when !ok: what failed, with the URL
+  std::string error_reason; // RegistryUnreachable | RegistryBadReply
+  std::string url;
+  JobProgress progress;     // the last good progress (kept through errors)
+  bool has_progress = false;
+  double step_changed_unix = 0;  // system-clock seconds of progress.step_changed_at
+};
+
 // Registry base URL of a job: the annotation swarm-operator.io/registry-url when set, else
 // `url_template` with {job} and {namespace} replaced (default: the job's registry Service).
 inline constexpr const char* kAnnotationRegistryUrl = "swarm-operator.io/registry-url";

@@ -44,16 +44,7 @@ struct ProgressTarget {
   std::int64_t global_batch = 64;
 };
 
-struct ProgressReading {
-  bool ok = false;
-  std::string error;        // when !ok: what failed, with the URL
-  std::string error_reason; // RegistryUnreachable | RegistryBadReply
-  std::string url;
-  JobProgress progress;     // the last good progress (kept through errors)
-  bool has_progress = false;
-  double step_changed_unix = 0;  // system-clock seconds of progress.step_changed_at
-};
-
+// ProgressReading: progress.h.
 class ProgressPoller {
  public:
   using Targets = std::function<std::vector<ProgressTarget>()>;

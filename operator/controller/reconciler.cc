@@ -5,24 +5,16 @@
 
 #include <algorithm>
 #include <set>
+#include <type_traits>
 
 #include "operator/controller/capacity_facts.h"
+#include "operator/controller/job_status.h"
 #include "operator/controller/manifests.h"
 #include "operator/controller/reclaim.h"
 #include "planner/placement.h"
 #include "operator/kube/time_format.h"
 
 namespace swarm::op {
-
-// One of the job's pods as the reconciler reads it.
-struct PodView {
-  std::string name, key, uid, role, node, pool;
-  int slot = 0, stage = -1;
-  planner::WorkerState state = planner::WorkerState::Pending;
-  double unschedulable_since = 0;
-  bool terminating = false, succeeded = false;
-  std::optional<Notice> notice;
-};
 
 namespace {
 
@@ -178,36 +170,6 @@ void Reconciler::write_status(const json& job_obj, const SwarmJobStatus& status)
       {{"status", next}}));
 }
 
-void Reconciler::apply_registry_reading(const SwarmJob& job, const std::string& key, SwarmJobStatus& status,
-                                        const std::string& now_s) {
-  const auto reading = progress_->latest(key);
-  if (!reading) return;  // not read yet (or the job is not running): keep what status says
-  if (reading->has_progress) {
-    apply_progress(status, reading->progress,
-                   reading->step_changed_unix > 0 ? kube::format_time(kube::from_seconds(reading->step_changed_unix)) : "");
-    const auto& failure = reading->progress.stats.failure;
-    if (apply_failure(status, failure, job.generation, now_s)) {
-      spdlog::warn("{}: failed: {}", key, describe(*failure));
-      record(job, "Warning", failure->reason, describe(*failure));
-      metrics_.add_job_failure(failure->reason);
-    }
-  }
-  const Condition* before = find_condition(status.conditions, "RegistryReachable");
-  const bool was_ok = !before || before->status == "True";
-  if (reading->ok) {
-    set_condition(status.conditions,
-                  {"RegistryReachable", "True", "RegistryRead", "progress read from " + reading->url, "", job.generation},
-                  now_s);
-    if (!was_ok) record(job, "Normal", "RegistryReachable", "progress read from " + reading->url + " again");
-  } else {
-    set_condition(status.conditions,
-                  {"RegistryReachable", "False", reading->error_reason,
-                   reading->error + " (step, samplesPerSecond and stages[] keep their last values)", "", job.generation},
-                  now_s);
-    if (was_ok) record(job, "Warning", reading->error_reason, reading->error);
-  }
-}
-
 namespace {
 
 // Placement's view of the job: its pools (availability carried over in status), its workers.
@@ -263,11 +225,13 @@ std::optional<planner::ClusterCapacity> Reconciler::observe_capacity(const Swarm
 }
 
 void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const PlacementPlan& plan,
-                            const std::map<std::string, const PodView*>& by_name,
-                            const std::vector<std::string>& avoid_nodes, const std::string& capacity_text,
-                            SwarmJobStatus& status, std::map<std::string, PoolStatus>& pools, const std::string& now_s) {
+                            const Observation& seen) {
   // Deletions first (the hand-off starts now), then creations.
   const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
+  const std::vector<std::string>& avoid_nodes = seen.avoid_nodes;
+  const std::string capacity_text = seen.capacity ? capacity_summary(*seen.capacity) : "";
+  std::map<std::string, const PodView*> by_name;
+  for (const auto& w : seen.workers) by_name[w.name] = &w;
   auto pod_of = [&](const std::string& name) -> const PodView* {
     auto it = by_name.find(name);
     return it == by_name.end() ? nullptr : it->second;
@@ -276,11 +240,7 @@ void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const P
     const PodView* w = pod_of(d.name);
     client_.remove(pods_path + "/" + d.name, d.grace_seconds, w ? w->uid : "");
     if (w) world_.note_deleted(w->uid);
-    if (d.preemption) {
-      ++status.preemptions;
-      status.last_preemption_time = now_s;
-      metrics_.add_preemption(d.pool, d.reason);
-    }
+    if (d.preemption) metrics_.add_preemption(d.pool, d.reason);
     std::string msg = "worker " + d.name + " (stage " + std::to_string(d.stage) + ", pool " + d.pool + ")";
     if (w && !w->node.empty()) msg += " on node " + w->node;
     msg += ": " + d.reason + (d.grace_seconds > 0 ? ", handing off within " + std::to_string(d.grace_seconds) + " s"
@@ -316,18 +276,11 @@ void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const P
     }
   }
   if (plan.reassignments > 0) {
-    status.stage_reassignments += plan.reassignments;
     metrics_.add_reassignments(plan.reassignments);
     record(job, "Warning", "StageReassigned",
            std::to_string(plan.reassignments) + " worker(s) moved to an empty stage");
   }
   for (const auto& pc : plan.pool_changes) {
-    auto& ps = pools[pc.pool];
-    ps.name = pc.pool;
-    ps.available = pc.available;
-    ps.reason = pc.reason;
-    ps.unavailable_since = pc.available ? "" : now_s;
-    ps.retry_at = pc.available ? "" : kube::format_time(kube::from_seconds(pc.until));
     record(job, pc.available ? "Normal" : "Warning", pc.available ? "PoolRetry" : "PoolOverflow",
            pc.available ? "pool " + pc.pool + " is tried again"
                         : "pool " + pc.pool + " cannot schedule workers for " +
@@ -335,7 +288,7 @@ void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const P
   }
 }
 
-void Reconciler::keep_singletons(const SwarmJob& job, std::vector<PodView>& pods, int desired, const std::string& role,
+void Reconciler::keep_singletons(const SwarmJob& job, const std::vector<PodView>& pods, int desired, const std::string& role,
                                  const std::vector<std::string>& avoid_nodes) {
   // Trainers and the registry: fixed counts, replaced when their node goes.
   const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
@@ -372,190 +325,114 @@ void Reconciler::keep_singletons(const SwarmJob& job, std::vector<PodView>& pods
   }
 }
 
+namespace {
+
+static_assert(std::is_same_v<WorkerCounts, std::map<OperatorMetrics::WorkerKey, int>>);
+
+// What placement is asked (`in`) and what it answers.
+struct JobPlan {
+  PlacementInput in;
+  PlacementPlan plan;
+};
+
+// Plan (pure): placement's input from the observed workers and capacity, the pools' availability
+// as status carries it, and the plan for it.
+JobPlan plan_job(const SwarmJob& job, const std::vector<PodView>& workers,
+                 const std::optional<planner::ClusterCapacity>& capacity, const SwarmJobStatus& status, double now) {
+  std::map<std::string, PoolStatus> old_pools;
+  for (const auto& p : status.pools) old_pools[p.name] = p;
+  JobPlan out;
+  out.in = placement_input(job, workers, old_pools, now);
+  if (capacity) out.in.capacity = capacity->nodes;
+  out.plan = plan_workers(out.in);
+  return out;
+}
+
+void log_plan(const std::string& key, const JobPlan& p, const std::optional<planner::ClusterCapacity>& capacity) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  std::string ws;
+  for (const auto& w : p.in.workers)
+    ws += " " + w.name + "[s" + std::to_string(w.stage) + "," + w.pool + "," + to_string(w.state) +
+          (w.terminating ? ",terminating" : "") + (w.notice ? "," + w.notice->reason : "") + "]";
+  spdlog::debug("{}: workers:{} -> {} delete(s), {} create(s){}", key, ws, p.plan.deletes.size(), p.plan.creates.size(),
+                capacity ? "; capacity: " + capacity_summary(*capacity) : "");
+}
+
+}  // namespace
+
+std::optional<SwarmJob> Reconciler::parse_or_fail(const json& obj, const SwarmJobStatus& status,
+                                                  const std::string& now_s) {
+  try {
+    return parse_swarmjob(obj);
+  } catch (const SpecError& e) {
+    std::string msg;
+    for (const auto& m : e.errors()) msg += (msg.empty() ? "" : "; ") + m;
+    write_status(obj, invalid_spec_status(status, obj["metadata"].value("generation", 0LL), msg, now_s));
+    events_.record(kube::ref_of(obj), "Warning", "InvalidSpec", msg);
+    return std::nullopt;
+  }
+}
+
+Reconciler::Observation Reconciler::observe(const SwarmJob& job) {
+  Observation seen;
+  for (const auto& p : world_.pods_of(job.namespace_, job.name)) {
+    PodView v = view_of(p, world_, job);
+    if (v.role == "worker") seen.workers.push_back(v);
+    else if (v.role == "trainer") seen.trainers.push_back(v);
+    else if (v.role == "registry") seen.registries.push_back(v);
+  }
+  std::set<std::string> avoid;
+  for (const auto& n : world_.nodes_with_notice()) avoid.insert(n);
+  for (const auto& w : seen.workers)
+    if (w.notice && !w.notice->lost && !w.node.empty()) avoid.insert(w.node);
+  seen.avoid_nodes.assign(avoid.begin(), avoid.end());
+  seen.capacity = observe_capacity(job);
+  return seen;
+}
+
+void Reconciler::publish(const SwarmJob& job, const std::string& key, const json& obj, const DerivedStatus& d) {
+  if (d.new_failure) {
+    spdlog::warn("{}: failed: {}", key, describe(*d.new_failure));
+    metrics_.add_job_failure(d.new_failure->reason);
+  }
+  for (const auto& e : d.events) record(job, e.type, e.reason, e.message);
+  metrics_.set_job(key, d.status.phase, d.workers);
+  write_status(obj, d.status);
+}
+
 ReconcileResult Reconciler::reconcile(const std::string& key) {
   ReconcileResult result;
-  const auto slash = key.find('/');
-  const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
   auto obj = world_.jobs.get(key);
   if (!obj) {
-    cleanup_deleted(ns, name);
+    const auto slash = key.find('/');
+    cleanup_deleted(key.substr(0, slash), key.substr(slash + 1));
     return result;
   }
   if ((*obj)["metadata"].contains("deletionTimestamp")) return result;
   const double now = kube::to_seconds(std::chrono::system_clock::now());
   const std::string now_s = kube::format_time(std::chrono::system_clock::now());
-  SwarmJob job;
-  SwarmJobStatus status = status_from_json(obj->value("status", json::object()));
-  try {
-    job = parse_swarmjob(*obj);
-  } catch (const SpecError& e) {
-    std::string msg;
-    for (const auto& m : e.errors()) msg += (msg.empty() ? "" : "; ") + m;
-    status.phase = "Failed";
-    status.observed_generation = (*obj)["metadata"].value("generation", 0LL);
-    set_condition(status.conditions, {"SpecValid", "False", "InvalidSpec", msg, "", status.observed_generation}, now_s);
-    write_status(*obj, status);
-    events_.record(kube::ref_of(*obj), "Warning", "InvalidSpec", msg);
-    return result;
-  }
-  ensure_support_objects(job);
+  const SwarmJobStatus status = status_from_json(obj->value("status", json::object()));
+  const std::optional<SwarmJob> job = parse_or_fail(*obj, status, now_s);
+  if (!job) return result;
+  ensure_support_objects(*job);
 
-  // Observe: the job's pods, nodes with a notice, the pools' capacity.
-  std::vector<PodView> workers, trainers, registries;
-  for (const auto& p : world_.pods_of(job.namespace_, job.name)) {
-    PodView v = view_of(p, world_, job);
-    if (v.role == "worker") workers.push_back(v);
-    else if (v.role == "trainer") trainers.push_back(v);
-    else if (v.role == "registry") registries.push_back(v);
-  }
-  std::set<std::string> avoid;
-  for (const auto& n : world_.nodes_with_notice()) avoid.insert(n);
-  std::map<std::string, PoolStatus> old_pools;
-  for (const auto& p : status.pools) old_pools[p.name] = p;
-  std::map<std::string, const PodView*> by_name;
-  for (const auto& w : workers) {
-    by_name[w.name] = &w;
-    if (w.notice && !w.notice->lost && !w.node.empty()) avoid.insert(w.node);
-  }
-  const auto capacity = observe_capacity(job);
+  const Observation seen = observe(*job);
+  const JobPlan planned = plan_job(*job, seen.workers, seen.capacity, status, now);
+  log_plan(key, planned, seen.capacity);
 
-  // Plan.
-  PlacementInput in = placement_input(job, workers, old_pools, now);
-  if (capacity) in.capacity = capacity->nodes;
-  PlacementPlan plan = plan_workers(in);
-  if (spdlog::should_log(spdlog::level::debug)) {
-    std::string ws;
-    for (const auto& w : in.workers)
-      ws += " " + w.name + "[s" + std::to_string(w.stage) + "," + w.pool + "," + to_string(w.state) +
-            (w.terminating ? ",terminating" : "") + (w.notice ? "," + w.notice->reason : "") + "]";
-    spdlog::debug("{}: workers:{} -> {} delete(s), {} create(s){}", key, ws, plan.deletes.size(), plan.creates.size(),
-                  capacity ? "; capacity: " + capacity_summary(*capacity) : "");
-  }
-  const std::vector<std::string> avoid_nodes(avoid.begin(), avoid.end());
+  apply_plan(*job, key, planned.plan, seen);
+  keep_singletons(*job, seen.registries, 1, "registry", seen.avoid_nodes);
+  keep_singletons(*job, seen.trainers, static_cast<int>(job->spec.trainers.count), "trainer", seen.avoid_nodes);
 
-  // Apply.
-  apply_plan(job, key, plan, by_name, avoid_nodes, capacity ? capacity_summary(*capacity) : "", status, old_pools, now_s);
-  keep_singletons(job, registries, 1, "registry", avoid_nodes);
-  keep_singletons(job, trainers, static_cast<int>(job.spec.trainers.count), "trainer", avoid_nodes);
+  std::optional<ProgressReading> reading;
+  if (progress_) reading = progress_->latest(key);  // read after the apply, as it always was
+  const DerivedStatus derived =
+      derive_status({*job, status, planned.in, planned.plan, seen.workers, seen.trainers,
+                     seen.capacity ? &*seen.capacity : nullptr, reading ? &*reading : nullptr, now_s});
+  publish(*job, key, *obj, derived);
 
-  // Status.
-  const std::string old_phase = status.phase;
-  const auto metric_workers =
-      derive_status(job, in, plan, workers, trainers, capacity ? &*capacity : nullptr, old_pools, status, now_s);
-  if (progress_) apply_registry_reading(job, key, status, now_s);
-  // A failure the registry reported stays until a reading says otherwise (the poller stops reading
-  // a Failed job's registry, so its last word stands).
-  if (const Condition* failed = find_condition(status.conditions, "Failed"); failed && failed->status == "True")
-    status.phase = "Failed";
-  if (old_phase != status.phase)
-    record(job, status.phase == "Degraded" || status.phase == "Failed" ? "Warning" : "Normal", "Phase" + status.phase,
-           "phase " + old_phase + " -> " + status.phase);
-  metrics_.set_job(key, status.phase, metric_workers);
-  write_status(*obj, status);
-
-  if (plan.requeue_at > 0) result.requeue_after_seconds = std::max(0.05, plan.requeue_at - now);
+  if (planned.plan.requeue_at > 0) result.requeue_after_seconds = std::max(0.05, planned.plan.requeue_at - now);
   return result;
-}
-
-std::map<OperatorMetrics::WorkerKey, int> Reconciler::derive_status(const SwarmJob& job, const PlacementInput& in, const PlacementPlan& plan,
-                               const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
-                               const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
-                               SwarmJobStatus& status, const std::string& now_s) {
-  const std::string key = job.namespace_ + "/" + job.name;
-  status.observed_generation = job.generation;
-  const std::vector<StageStatus> old_stages = status.stages;
-  status.stages.assign(in.stages, StageStatus{});
-  for (const auto& old : old_stages) {
-    // What the registry said last (progress.h) stays until it says something new.
-    if (old.stage < 0 || old.stage >= in.stages) continue;
-    auto& st = status.stages[old.stage];
-    st.step = old.step;
-    st.samples_per_second = old.samples_per_second;
-    st.queue_length = old.queue_length;
-    st.peers = old.peers;
-  }
-  status.ready_workers = 0;
-  status.desired_workers = in.stages * in.per_stage;
-  std::set<std::string> deleted_now;
-  for (const auto& d : plan.deletes) deleted_now.insert(d.name);
-  std::map<OperatorMetrics::WorkerKey, int> metric_workers;
-  std::map<std::string, PoolStatus> pools;
-  for (const auto& p : in.pools) {
-    PoolStatus ps = old_pools.count(p.name) ? old_pools[p.name] : PoolStatus();
-    ps.name = p.name;
-    ps.ready = ps.workers = ps.unschedulable = 0;  // recounted below; availability carries over
-    ps.capacity_known = false;
-    if (capacity) {
-      for (const auto& pc : capacity->pools) {
-        if (pc.name != p.name) continue;
-        ps.capacity_known = true;
-        ps.nodes = pc.nodes;
-        ps.nodes_under_notice = pc.under_notice;
-        ps.nodes_unavailable = pc.unusable;
-        ps.free_slots = pc.free_slots;
-        ps.used_slots = pc.used_slots;
-      }
-    }
-    pools[p.name] = ps;
-  }
-  std::set<std::string> reclaimed;
-  for (const auto& w : workers) {
-    if (w.notice && !w.node.empty()) reclaimed.insert(w.node);
-    const bool gone = w.terminating || deleted_now.count(w.name);
-    metric_workers[{w.pool, w.stage, gone ? "Terminating" : to_string(w.state)}]++;
-    if (gone || w.stage < 0 || w.stage >= in.stages) continue;
-    auto& st = status.stages[w.stage];
-    auto& ps = pools[w.pool];
-    ps.name = w.pool;
-    ++ps.workers;
-    if (w.state == WorkerState::Ready) {
-      ++st.ready;
-      ++ps.ready;
-      ++status.ready_workers;
-    } else {
-      ++st.pending;
-      if (w.state == WorkerState::Unschedulable) ++ps.unschedulable;
-    }
-  }
-  for (const auto& c : plan.creates) ++status.stages[c.stage].pending;
-  status.pools.clear();
-  bool overflow = false;
-  for (const auto& p : in.pools) {
-    PoolStatus ps = pools[p.name];
-    ps.name = p.name.empty() ? "default" : p.name;
-    overflow |= !ps.available;
-    status.pools.push_back(ps);
-  }
-  status.reclaimed_nodes.assign(reclaimed.begin(), reclaimed.end());
-  int degraded_stages = 0;
-  for (int s = 0; s < in.stages; ++s) {
-    status.stages[s].stage = s;
-    status.stages[s].desired = in.per_stage;
-    if (status.stages[s].ready < job.op.min_per_stage) ++degraded_stages;
-  }
-  status.trainers_ready = 0;
-  for (const auto& t : trainers)
-    if (!t.terminating && t.state == WorkerState::Ready) ++status.trainers_ready;
-  const std::string old_phase = status.phase;
-  if (degraded_stages == 0) status.phase = "Running";
-  else if (old_phase == "Running" || old_phase == "Degraded") status.phase = "Degraded";
-  else status.phase = "Pending";
-  const auto gen = job.generation;
-  set_condition(status.conditions, {"SpecValid", "True", "Valid", "the spec is valid", "", gen}, now_s);
-  set_condition(status.conditions,
-                {"Ready", degraded_stages == 0 ? "True" : "False", degraded_stages == 0 ? "AllStagesServed" : "StagesUnderServed",
-                 std::to_string(in.stages - degraded_stages) + "/" + std::to_string(in.stages) +
-                     " stages have at least " + std::to_string(job.op.min_per_stage) + " ready worker(s)", "", gen},
-                now_s);
-  set_condition(status.conditions,
-                {"Degraded", status.phase == "Degraded" ? "True" : "False",
-                 status.phase == "Degraded" ? "StageBelowMinimum" : "AsExpected",
-                 std::to_string(degraded_stages) + " stage(s) below spec.workers.minPerStage", "", gen}, now_s);
-  set_condition(status.conditions,
-                {"PoolOverflow", overflow ? "True" : "False", overflow ? "PoolUnschedulable" : "AllPoolsAvailable",
-                 overflow ? "some pools cannot schedule workers; their workers run in the next pool by priority"
-                          : "every pool is available", "", gen}, now_s);
-  return metric_workers;
 }
 
 }  // namespace swarm::op

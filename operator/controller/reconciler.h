@@ -3,12 +3,17 @@
 // change, applies the difference (pods created under deterministic names, so a repeat is a 409,
 // never a duplicate), and writes status through /status only when it changed. It keeps no state
 // that a restart would lose: counters and pool overflow live in the job's status.
+// One reconcile: observe (caches) -> plan (pure, placement) -> apply (API writes) -> derive
+// status (pure, job_status.h) -> publish (Events, metrics, the /status write).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "operator/api/status.h"
 #include "operator/api/swarmjob.h"
+#include "operator/controller/job_status.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/world.h"
@@ -18,8 +23,6 @@
 #include "planner/placement.h"
 
 namespace swarm::op {
-
-struct PodView;  // reconciler.cc
 
 struct ReconcileResult {
   double requeue_after_seconds = 0;  // 0 = only on change (plus the periodic resync)
@@ -37,30 +40,33 @@ class Reconciler {
   ReconcileResult reconcile(const std::string& key);
 
  private:
+  // What a reconcile observes of one job: its pods by role, the nodes to avoid (under a notice,
+  // or holding one of its workers under one), the capacity of its pools (nullopt until synced).
+  struct Observation {
+    std::vector<PodView> workers, trainers, registries;
+    std::vector<std::string> avoid_nodes;
+    std::optional<planner::ClusterCapacity> capacity;
+  };
+
   void cleanup_deleted(const std::string& ns, const std::string& name);
   void ensure_support_objects(const SwarmJob& job);
   void ensure(const std::string& collection, const std::string& name, const kube::json& manifest,
               bool update_if_different);
   void write_status(const kube::json& job_obj, const SwarmJobStatus& status);
-  void apply_registry_reading(const SwarmJob& job, const std::string& key, SwarmJobStatus& status,
-                              const std::string& now_s);
   void record(const SwarmJob& job, const std::string& type, const std::string& reason, const std::string& msg);
-  // Observe: capacity of the job's pools from the node and pod caches (nullopt until synced).
+  // The job's spec, or nullopt when it does not parse (status Failed/InvalidSpec written, Event).
+  std::optional<SwarmJob> parse_or_fail(const kube::json& obj, const SwarmJobStatus& status, const std::string& now_s);
+  // Observe: the job's pods, the nodes with a notice, the pools' capacity.
+  Observation observe(const SwarmJob& job);
   std::optional<planner::ClusterCapacity> observe_capacity(const SwarmJob& job);
   // Apply: the plan's deletions, creations (each Event says why there), pool changes.
   void apply_plan(const SwarmJob& job, const std::string& key, const planner::PlacementPlan& plan,
-                  const std::map<std::string, const PodView*>& by_name, const std::vector<std::string>& avoid_nodes,
-                  const std::string& capacity_text, SwarmJobStatus& status, std::map<std::string, PoolStatus>& pools,
-                  const std::string& now_s);
+                  const Observation& seen);
   // Trainers and the registry: fixed counts, replaced when their node goes.
-  void keep_singletons(const SwarmJob& job, std::vector<PodView>& pods, int desired, const std::string& role,
+  void keep_singletons(const SwarmJob& job, const std::vector<PodView>& pods, int desired, const std::string& role,
                        const std::vector<std::string>& avoid_nodes);
-  // Derive status: stages, pools (with capacity), phase and conditions; returns the worker counts
-  // for the metrics.
-  std::map<OperatorMetrics::WorkerKey, int> derive_status(const SwarmJob& job, const planner::PlacementInput& in, const planner::PlacementPlan& plan,
-                     const std::vector<PodView>& workers, const std::vector<PodView>& trainers,
-                     const planner::ClusterCapacity* capacity, std::map<std::string, PoolStatus>& old_pools,
-                     SwarmJobStatus& status, const std::string& now_s);
+  // The derived status (job_status.h) out: its Events, the metrics, the /status write.
+  void publish(const SwarmJob& job, const std::string& key, const kube::json& obj, const DerivedStatus& d);
 
   kube::Client& client_;
   kube::EventRecorder& events_;

@@ -1,0 +1,436 @@
+// Status derivation (operator/controller/job_status.h): pure, no I/O. Every phase (Pending,
+// Running, Degraded, Failed) and every condition the operator sets (SpecValid, Ready, Degraded,
+// PoolOverflow, Failed, RegistryReachable) with its reasons, and the Events status changes call for.
+#include "operator/controller/job_status.h"
+
+#include <gtest/gtest.h>
+
+#include "operator/kube/time_format.h"
+
+namespace swarm::op {
+namespace {
+
+using planner::WorkerState;
+
+constexpr const char* kNow = "2026-01-02T03:04:05Z";
+constexpr const char* kEarlier = "2026-01-01T00:00:00Z";
+
+PodView pod(const std::string& name, int stage, WorkerState state, const std::string& pool = "") {
+  PodView v;
+  v.name = name;
+  v.key = "ns/" + name;
+  v.role = "worker";
+  v.stage = stage;
+  v.state = state;
+  v.pool = pool;
+  return v;
+}
+
+// A job of `stages` stages, `per_stage` workers each, in the implicit pool (or the pools named).
+struct Job {
+  SwarmJob job;
+  SwarmJobStatus previous;
+  planner::PlacementInput in;
+  planner::PlacementPlan plan;
+  std::vector<PodView> workers, trainers;
+  std::optional<planner::ClusterCapacity> capacity;
+  std::optional<ProgressReading> reading;
+
+  explicit Job(int stages = 2, int per_stage = 1, std::vector<std::string> pools = {""}) {
+    job.name = "j";
+    job.namespace_ = "ns";
+    job.generation = 7;
+    in.stages = stages;
+    in.per_stage = per_stage;
+    for (const auto& p : pools) in.pools.push_back({p, 0, -1, 0, 0, false});
+  }
+  void ready_everywhere() {
+    for (int s = 0; s < in.stages; ++s)
+      for (int i = 0; i < in.per_stage; ++i)
+        workers.push_back(pod("w-" + std::to_string(s) + "-" + std::to_string(i), s, WorkerState::Ready,
+                              in.pools.front().name));
+  }
+  DerivedStatus derive() const {
+    return derive_status({job, previous, in, plan, workers, trainers, capacity ? &*capacity : nullptr,
+                          reading ? &*reading : nullptr, kNow});
+  }
+};
+
+const Condition& cond(const SwarmJobStatus& s, const std::string& type) {
+  const Condition* c = find_condition(s.conditions, type);
+  if (!c) throw std::runtime_error("no condition " + type);
+  return *c;
+}
+
+void expect_condition(const SwarmJobStatus& s, const std::string& type, const std::string& status,
+                      const std::string& reason, const std::string& message) {
+  SCOPED_TRACE(type);
+  const Condition* c = find_condition(s.conditions, type);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, status);
+  EXPECT_EQ(c->reason, reason);
+  EXPECT_EQ(c->message, message);
+  EXPECT_EQ(c->observed_generation, 7);
+}
+
+ProgressReading good_reading(std::optional<JobFailure> failure = std::nullopt) {
+  ProgressReading r;
+  r.ok = true;
+  r.url = "http://j-registry.ns.svc:7400";
+  r.has_progress = true;
+  r.progress.step = 12;
+  r.progress.stages.resize(2);
+  r.progress.stages[0].step = 12;
+  r.progress.stages[1].stage = 1;
+  r.progress.stages[1].step = 13;
+  r.progress.stats.failure = failure;
+  return r;
+}
+
+TEST(JobStatusTest, PendingUntilEveryStageHasItsMinimum) {
+  Job j;
+  j.workers = {pod("w-0", 0, WorkerState::Ready), pod("w-1", 1, WorkerState::Running)};
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Pending");
+  EXPECT_EQ(d.status.observed_generation, 7);
+  EXPECT_EQ(d.status.ready_workers, 1);
+  EXPECT_EQ(d.status.desired_workers, 2);
+  expect_condition(d.status, "SpecValid", "True", "Valid", "the spec is valid");
+  expect_condition(d.status, "Ready", "False", "StagesUnderServed", "1/2 stages have at least 1 ready worker(s)");
+  expect_condition(d.status, "Degraded", "False", "AsExpected", "1 stage(s) below spec.workers.minPerStage");
+  expect_condition(d.status, "PoolOverflow", "False", "AllPoolsAvailable", "every pool is available");
+  EXPECT_EQ(find_condition(d.status.conditions, "Failed"), nullptr);
+  EXPECT_EQ(find_condition(d.status.conditions, "RegistryReachable"), nullptr);
+  EXPECT_TRUE(d.events.empty());  // Pending -> Pending
+  for (const auto& c : d.status.conditions) EXPECT_EQ(c.last_transition_time, kNow) << c.type;
+}
+
+TEST(JobStatusTest, RunningWhenEveryStageIsServed) {
+  Job j;
+  j.ready_everywhere();
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Running");
+  expect_condition(d.status, "Ready", "True", "AllStagesServed", "2/2 stages have at least 1 ready worker(s)");
+  expect_condition(d.status, "Degraded", "False", "AsExpected", "0 stage(s) below spec.workers.minPerStage");
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Normal");
+  EXPECT_EQ(d.events[0].reason, "PhaseRunning");
+  EXPECT_EQ(d.events[0].message, "phase Pending -> Running");
+  ASSERT_EQ(d.status.stages.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(d.status.stages[s].stage, s);
+    EXPECT_EQ(d.status.stages[s].ready, 1);
+    EXPECT_EQ(d.status.stages[s].desired, 1);
+    EXPECT_EQ(d.status.stages[s].pending, 0);
+  }
+}
+
+TEST(JobStatusTest, MinPerStageDecidesWhatServedMeans) {
+  Job j(2, 3);
+  j.job.op.min_per_stage = 2;
+  j.workers = {pod("a", 0, WorkerState::Ready), pod("b", 0, WorkerState::Ready), pod("c", 1, WorkerState::Ready),
+               pod("d", 1, WorkerState::Pending)};
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Pending");
+  expect_condition(d.status, "Ready", "False", "StagesUnderServed", "1/2 stages have at least 2 ready worker(s)");
+  EXPECT_EQ(d.status.desired_workers, 6);
+  EXPECT_EQ(d.status.stages[1].pending, 1);
+}
+
+TEST(JobStatusTest, DegradedWhenARunningJobLosesAStage) {
+  Job j;
+  j.previous.phase = "Running";
+  set_condition(j.previous.conditions, {"Degraded", "False", "AsExpected", "0 stage(s) below spec.workers.minPerStage", "", 7},
+                kEarlier);
+  set_condition(j.previous.conditions, {"SpecValid", "True", "Valid", "the spec is valid", "", 7}, kEarlier);
+  j.workers = {pod("w-0", 0, WorkerState::Ready), pod("w-1", 1, WorkerState::Unschedulable)};
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Degraded");
+  expect_condition(d.status, "Degraded", "True", "StageBelowMinimum", "1 stage(s) below spec.workers.minPerStage");
+  expect_condition(d.status, "Ready", "False", "StagesUnderServed", "1/2 stages have at least 1 ready worker(s)");
+  EXPECT_EQ(cond(d.status, "Degraded").last_transition_time, kNow);      // False -> True
+  EXPECT_EQ(cond(d.status, "SpecValid").last_transition_time, kEarlier);  // unchanged
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Warning");
+  EXPECT_EQ(d.events[0].reason, "PhaseDegraded");
+  EXPECT_EQ(d.events[0].message, "phase Running -> Degraded");
+  EXPECT_EQ(d.status.pools.at(0).unschedulable, 1);
+}
+
+TEST(JobStatusTest, DegradedStaysDegradedAndRecoversToRunning) {
+  Job j;
+  j.previous.phase = "Degraded";
+  j.workers = {pod("w-0", 0, WorkerState::Ready)};
+  DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Degraded");
+  EXPECT_TRUE(d.events.empty());
+
+  j.ready_everywhere();
+  d = j.derive();
+  EXPECT_EQ(d.status.phase, "Running");
+  expect_condition(d.status, "Degraded", "False", "AsExpected", "0 stage(s) below spec.workers.minPerStage");
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Normal");
+  EXPECT_EQ(d.events[0].message, "phase Degraded -> Running");
+}
+
+TEST(JobStatusTest, FailedWhenTheRegistryReportsAFailure) {
+  Job j;
+  j.previous.phase = "Running";
+  j.ready_everywhere();
+  const JobFailure f{"StageReset", 1, 40, "stage 1 lost its last peer"};
+  j.reading = good_reading(f);
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Failed");
+  expect_condition(d.status, "Failed", "True", "StageReset", describe(f));
+  expect_condition(d.status, "RegistryReachable", "True", "RegistryRead",
+                   "progress read from http://j-registry.ns.svc:7400");
+  ASSERT_TRUE(d.new_failure);
+  EXPECT_EQ(*d.new_failure, f);
+  ASSERT_EQ(d.events.size(), 2u);
+  EXPECT_EQ(d.events[0].type, "Warning");
+  EXPECT_EQ(d.events[0].reason, "StageReset");
+  EXPECT_EQ(d.events[0].message, describe(f));
+  EXPECT_EQ(d.events[1].type, "Warning");
+  EXPECT_EQ(d.events[1].reason, "PhaseFailed");
+  EXPECT_EQ(d.events[1].message, "phase Running -> Failed");
+  EXPECT_EQ(d.status.step, 12);
+  EXPECT_EQ(d.status.stages[1].step, 13);
+}
+
+TEST(JobStatusTest, AFailureStaysWithoutANewReadingAndIsNotReportedTwice) {
+  Job j;
+  j.ready_everywhere();
+  j.previous.phase = "Failed";
+  set_condition(j.previous.conditions, {"Failed", "True", "StageReset", "earlier", "", 7}, kEarlier);
+  DerivedStatus d = j.derive();  // no reading
+  EXPECT_EQ(d.status.phase, "Failed");
+  EXPECT_TRUE(d.events.empty());
+  EXPECT_FALSE(d.new_failure);
+
+  j.reading = good_reading(JobFailure{"StageReset", 0, 3, ""});
+  d = j.derive();  // the same failure read again
+  EXPECT_EQ(d.status.phase, "Failed");
+  EXPECT_FALSE(d.new_failure);
+  EXPECT_TRUE(d.events.empty());
+}
+
+TEST(JobStatusTest, AGoodReadingClearsTheFailure) {
+  Job j;
+  j.ready_everywhere();
+  j.previous.phase = "Failed";
+  set_condition(j.previous.conditions, {"Failed", "True", "StageReset", "earlier", "", 7}, kEarlier);
+  j.reading = good_reading();
+  const DerivedStatus d = j.derive();
+  expect_condition(d.status, "Failed", "False", "AsExpected", "the registry reports no failure");
+  EXPECT_EQ(d.status.phase, "Running");
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Normal");
+  EXPECT_EQ(d.events[0].reason, "PhaseRunning");
+  EXPECT_EQ(d.events[0].message, "phase Failed -> Running");
+}
+
+TEST(JobStatusTest, AFailedJobThatRecoversUnderServedIsPendingNotDegraded) {
+  Job j;
+  j.workers = {pod("w-0", 0, WorkerState::Ready)};
+  j.previous.phase = "Failed";
+  set_condition(j.previous.conditions, {"Failed", "True", "StageReset", "earlier", "", 7}, kEarlier);
+  j.reading = good_reading();
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.phase, "Pending");
+  expect_condition(d.status, "Degraded", "False", "AsExpected", "1 stage(s) below spec.workers.minPerStage");
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Normal");
+  EXPECT_EQ(d.events[0].message, "phase Failed -> Pending");
+}
+
+TEST(JobStatusTest, NoFailedConditionUntilAFailureWasSeen) {
+  Job j;
+  j.ready_everywhere();
+  j.reading = good_reading();
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(find_condition(d.status.conditions, "Failed"), nullptr);
+  EXPECT_EQ(d.status.phase, "Running");
+}
+
+TEST(JobStatusTest, RegistryReachabilityAndItsEvents) {
+  Job j;
+  j.ready_everywhere();
+  j.previous.phase = "Running";
+  j.previous.step = 5;
+  j.reading = ProgressReading{};
+  j.reading->error = "GET http://j-registry.ns.svc:7400/v1/stats: timed out";
+  j.reading->error_reason = "RegistryUnreachable";
+  DerivedStatus d = j.derive();
+  expect_condition(d.status, "RegistryReachable", "False", "RegistryUnreachable",
+                   "GET http://j-registry.ns.svc:7400/v1/stats: timed out (step, samplesPerSecond and stages[] keep "
+                   "their last values)");
+  EXPECT_EQ(d.status.step, 5);
+  EXPECT_EQ(d.status.phase, "Running");  // reachability does not change the phase
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Warning");
+  EXPECT_EQ(d.events[0].reason, "RegistryUnreachable");
+  EXPECT_EQ(d.events[0].message, "GET http://j-registry.ns.svc:7400/v1/stats: timed out");
+
+  j.previous = d.status;  // still unreachable: no second Event
+  EXPECT_TRUE(j.derive().events.empty());
+
+  j.reading = good_reading();  // reachable again
+  d = j.derive();
+  expect_condition(d.status, "RegistryReachable", "True", "RegistryRead",
+                   "progress read from http://j-registry.ns.svc:7400");
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Normal");
+  EXPECT_EQ(d.events[0].reason, "RegistryReachable");
+  EXPECT_EQ(d.events[0].message, "progress read from http://j-registry.ns.svc:7400 again");
+  EXPECT_EQ(d.status.step, 12);
+}
+
+TEST(JobStatusTest, PoolOverflowFromThePlansPoolChanges) {
+  Job j(2, 1, {"spot", "stable"});
+  j.workers = {pod("w-0", 0, WorkerState::Ready, "stable"), pod("w-1", 1, WorkerState::Ready, "stable")};
+  j.plan.pool_changes.push_back({"spot", false, 1000.0, "Unschedulable"});
+  DerivedStatus d = j.derive();
+  expect_condition(d.status, "PoolOverflow", "True", "PoolUnschedulable",
+                   "some pools cannot schedule workers; their workers run in the next pool by priority");
+  ASSERT_EQ(d.status.pools.size(), 2u);
+  const PoolStatus& spot = d.status.pools[0];
+  EXPECT_EQ(spot.name, "spot");
+  EXPECT_FALSE(spot.available);
+  EXPECT_EQ(spot.reason, "Unschedulable");
+  EXPECT_EQ(spot.unavailable_since, kNow);
+  EXPECT_EQ(spot.retry_at, kube::format_time(kube::from_seconds(1000.0)));
+  EXPECT_EQ(d.status.pools[1].name, "stable");
+  EXPECT_TRUE(d.status.pools[1].available);
+  EXPECT_EQ(d.status.pools[1].ready, 2);
+
+  // The overflow carries over in status until the plan makes the pool available again.
+  j.previous = d.status;
+  j.plan.pool_changes.clear();
+  d = j.derive();
+  EXPECT_FALSE(d.status.pools[0].available);
+  EXPECT_EQ(cond(d.status, "PoolOverflow").status, "True");
+  j.previous = d.status;
+  j.plan.pool_changes.push_back({"spot", true, 0, "Retry"});
+  d = j.derive();
+  EXPECT_TRUE(d.status.pools[0].available);
+  EXPECT_EQ(d.status.pools[0].unavailable_since, "");
+  EXPECT_EQ(d.status.pools[0].retry_at, "");
+  expect_condition(d.status, "PoolOverflow", "False", "AllPoolsAvailable", "every pool is available");
+}
+
+TEST(JobStatusTest, ThePlanCountsPreemptionsReassignmentsAndNewWorkers) {
+  Job j;
+  j.previous.preemptions = 2;
+  j.previous.stage_reassignments = 1;
+  j.workers = {pod("w-0", 0, WorkerState::Ready), pod("w-1", 1, WorkerState::Ready)};
+  j.workers[1].notice = planner::Notice{"GKESpotTermination", 30, false};
+  j.workers[1].node = "n1";
+  planner::DeleteWorker del;
+  del.name = "w-1";
+  del.stage = 1;
+  del.preemption = true;
+  j.plan.deletes.push_back(del);
+  planner::DeleteWorker surplus;
+  surplus.name = "nobody";
+  j.plan.deletes.push_back(surplus);  // not a preemption
+  planner::CreateWorker c;
+  c.stage = 1;
+  j.plan.creates.push_back(c);
+  j.plan.reassignments = 2;
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.preemptions, 3);
+  EXPECT_EQ(d.status.last_preemption_time, kNow);
+  EXPECT_EQ(d.status.stage_reassignments, 3);
+  EXPECT_EQ(d.status.stages[1].ready, 0);    // deleted now: not counted
+  EXPECT_EQ(d.status.stages[1].pending, 1);  // its replacement
+  EXPECT_EQ(d.status.reclaimed_nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(d.status.phase, "Pending");
+  EXPECT_EQ((d.workers.at({"", 1, "Terminating"})), 1);
+  EXPECT_EQ((d.workers.at({"", 0, "Ready"})), 1);
+}
+
+TEST(JobStatusTest, TerminatingAndStrayWorkersCountOnlyInTheMetrics) {
+  Job j;
+  j.workers = {pod("w-0", 0, WorkerState::Ready), pod("w-1", 1, WorkerState::Ready), pod("w-9", 9, WorkerState::Ready)};
+  j.workers[1].terminating = true;
+  PodView t = pod("t-0", -1, WorkerState::Ready);
+  t.role = "trainer";
+  PodView gone = t;
+  gone.terminating = true;
+  j.trainers = {t, gone};
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.ready_workers, 1);
+  EXPECT_EQ(d.status.stages[1].ready, 0);
+  EXPECT_EQ(d.status.trainers_ready, 1);
+  EXPECT_EQ((d.workers.at({"", 1, "Terminating"})), 1);
+  EXPECT_EQ((d.workers.at({"", 9, "Ready"})), 1);
+}
+
+TEST(JobStatusTest, PoolsCarryCapacityAndTheImplicitPoolIsNamedDefault) {
+  Job j;
+  j.ready_everywhere();
+  j.capacity = planner::ClusterCapacity{};
+  planner::PoolCapacity pc;
+  pc.nodes = 3;
+  pc.under_notice = 1;
+  pc.unusable = 1;
+  pc.free_slots = 4;
+  pc.used_slots = 2;
+  j.capacity->pools.push_back(pc);
+  const DerivedStatus d = j.derive();
+  ASSERT_EQ(d.status.pools.size(), 1u);
+  const PoolStatus& p = d.status.pools[0];
+  EXPECT_EQ(p.name, "default");
+  EXPECT_TRUE(p.capacity_known);
+  EXPECT_EQ(p.nodes, 3);
+  EXPECT_EQ(p.nodes_under_notice, 1);
+  EXPECT_EQ(p.nodes_unavailable, 1);
+  EXPECT_EQ(p.free_slots, 4);
+  EXPECT_EQ(p.used_slots, 2);
+  EXPECT_EQ(p.workers, 2);
+  EXPECT_EQ(p.ready, 2);
+
+  j.capacity.reset();
+  EXPECT_FALSE(j.derive().status.pools[0].capacity_known);
+}
+
+TEST(JobStatusTest, TheRegistrysStageFiguresCarryOver) {
+  Job j;
+  j.ready_everywhere();
+  StageStatus old;
+  old.stage = 1;
+  old.step = 9;
+  old.samples_per_second = 2.5;
+  old.queue_length = 4;
+  old.peers = 2;
+  old.ready = 5;  // recounted
+  StageStatus stray = old;
+  stray.stage = 5;  // beyond the stages: dropped
+  j.previous.stages = {old, stray};
+  const DerivedStatus d = j.derive();
+  ASSERT_EQ(d.status.stages.size(), 2u);
+  EXPECT_EQ(d.status.stages[1].step, 9);
+  EXPECT_DOUBLE_EQ(d.status.stages[1].samples_per_second, 2.5);
+  EXPECT_EQ(d.status.stages[1].queue_length, 4);
+  EXPECT_EQ(d.status.stages[1].peers, 2);
+  EXPECT_EQ(d.status.stages[1].ready, 1);
+  EXPECT_EQ(d.status.stages[0].step, 0);
+}
+
+TEST(JobStatusTest, AnInvalidSpecFailsTheJob) {
+  SwarmJobStatus previous;
+  previous.phase = "Running";
+  previous.preemptions = 4;
+  set_condition(previous.conditions, {"SpecValid", "True", "Valid", "the spec is valid", "", 6}, kEarlier);
+  const SwarmJobStatus s = invalid_spec_status(previous, 7, "spec.pipeline.stages: must be >= 1, got 0", kNow);
+  EXPECT_EQ(s.phase, "Failed");
+  EXPECT_EQ(s.observed_generation, 7);
+  EXPECT_EQ(s.preemptions, 4);
+  expect_condition(s, "SpecValid", "False", "InvalidSpec", "spec.pipeline.stages: must be >= 1, got 0");
+  EXPECT_EQ(cond(s, "SpecValid").last_transition_time, kNow);
+  EXPECT_EQ(s.conditions.size(), 1u);
+}
+
+}  // namespace
+}  // namespace swarm::op
