@@ -52,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <map>
 #include <memory>
@@ -90,6 +91,52 @@ class RegistryService {
                    const std::string& body);
 
  private:
+  // One request, with the parameters its route's path pattern captures (parsed and checked).
+  struct Request {
+    Request(const std::string& m, const std::string& p, const std::string& q, const std::string& b)
+        : method(m), path(p), query(q), body(b) {}
+    const std::string& method;
+    const std::string& path;
+    const std::string& query;  // percent-encoded, without the '?'
+    const std::string& body;
+    std::string peer_id;  // {peerId}
+    int stage = -1;       // {stage}
+    int64_t round = 0;    // {round}
+    int attempt = 0;      // {attempt}
+  };
+  using Handler = HttpReply (RegistryService::*)(const Request&);
+  // A route: method + path pattern ("/v1/peers/{peerId}": literal segments and captures) ->
+  // handler. handle() finds the routes whose pattern fits the path (404 if none), parses the
+  // captures (400 if one is bad, whatever the method), then picks the route of the method (405 if
+  // none, naming the methods the path has).
+  struct Route {
+    Route(std::string method, const std::string& pattern, Handler handler);
+    std::string method;
+    std::vector<std::string> segments;  // the pattern split at '/'
+    Handler handler;
+  };
+  static const std::vector<Route>& routes();
+  // Parses the path segments that `pattern` captures into `req`; throws BadField.
+  static void bind(const std::vector<std::string>& pattern, const std::vector<std::string>& seg, Request& req);
+
+  // The handlers, one per route. Each takes mu_ itself, after validating its input.
+  HttpReply get_metrics(const Request& req);
+  HttpReply get_healthz(const Request& req);
+  HttpReply list_peers(const Request& req);
+  HttpReply put_peer(const Request& req);
+  HttpReply delete_peer(const Request& req);
+  HttpReply post_event(const Request& req);
+  HttpReply post_failure(const Request& req);
+  HttpReply get_stats(const Request& req);
+  HttpReply post_progress(const Request& req);
+  HttpReply post_join(const Request& req);
+  HttpReply get_group(const Request& req);
+
+  // The Prometheus text of GET /metrics. REQUIRES: mu_ held.
+  std::string metrics_text_locked(const std::map<std::tuple<std::string, int, std::string>, int>& census) const;
+  // Counts `dropped` samples of `peer`'s gradient of (stage, round) as "samples_lost", less what
+  // was counted already when it expired. REQUIRES: mu_ held.
+  void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped);
   double now() const;
   void maybe_rebalance(double t);  // REQUIRES: mu_ held
   // Drops expired peers, counting what dead workers held (lose_locked). REQUIRES: mu_ held.
