@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "registry/registry_metrics.h"
 #include "registry/wire.h"
 
 namespace swarm::registry {
@@ -87,7 +88,9 @@ std::string path_peer_id(const std::string& segment) {
 }  // namespace
 
 RegistryService::RegistryService(RegistryOptions options)
-    : options_(std::move(options)), peers_(options_.peer_expiry_seconds) {
+    : options_(std::move(options)),
+      peers_(options_.peer_expiry_seconds),
+      metrics_(std::make_unique<RegistryMetrics>(options_.num_stages)) {
   if (options_.rebalance && options_.num_stages > 1)
     rebalancer_ = std::make_unique<planner::Rebalancer>(*options_.rebalance);
   if (!options_.clock) {
@@ -99,7 +102,14 @@ RegistryService::RegistryService(RegistryOptions options)
   started_at_ = now();
 }
 
+RegistryService::~RegistryService() = default;
+
 double RegistryService::now() const { return options_.clock(); }
+
+void RegistryService::count_event_locked(const std::string& kind, int64_t count) {
+  events_[kind] += count;
+  metrics_->add_event(kind, count);
+}
 
 bool RegistryService::membership_known_locked(double t) const {
   if (t - started_at_ >= options_.peer_expiry_seconds) return true;
@@ -115,7 +125,7 @@ void RegistryService::expire_locked(double t) {
 void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   if (rec.role != "worker" || rec.stage < 0) return;
   const int64_t lost = rounds_.abandon(rec.stage, rec.peer_id);
-  events_["peers_lost"] += 1;
+  count_event_locked("peers_lost", 1);
   spdlog::info("registry: worker {} of stage {} lost (expired or withdrawn by its launcher)", rec.peer_id,
                rec.stage);
   if (lost <= 0) return;
@@ -123,7 +133,7 @@ void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   // count it again (see "dropped" in the progress handler).
   if (auto it = last_progress_.find(rec.peer_id); it != last_progress_.end())
     counted_lost_[rec.peer_id] = {it->second.first, it->second.second, lost};
-  events_["samples_lost"] += lost;
+  count_event_locked("samples_lost", lost);
   spdlog::warn("registry: worker {} of stage {} is gone with {} samples of gradient not averaged: "
                "counted as lost",
                rec.peer_id, rec.stage, lost);
@@ -157,6 +167,7 @@ void RegistryService::maybe_rebalance(double t) {
   rebalancer_->record_move(*move, t);
   assignments_[move->peer_id] = move->to_stage;
   ++rebalance_moves_;
+  metrics_->add_rebalance_move();
   spdlog::info("registry: rebalance: {} stage {} -> {} (bottleneck {:.1f} -> {:.1f} samples/s): {}",
                move->peer_id, move->from_stage, move->to_stage, move->bottleneck_before,
                move->bottleneck_after, move->reason);
@@ -253,49 +264,10 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
 HttpReply RegistryService::get_metrics(const Request&) {
   std::lock_guard<std::mutex> lock(mu_);
   const double t = now();
-  std::map<std::tuple<std::string, int, std::string>, int> census;
+  RegistryMetrics::Census census;
   for (const auto& p : peers_.live(t)) census[{p.role, p.stage, p.state}]++;
-  return HttpReply{200, metrics_text_locked(census), "text/plain; version=0.0.4"};
-}
-
-std::string RegistryService::metrics_text_locked(
-    const std::map<std::tuple<std::string, int, std::string>, int>& census) const {
-  std::string out =
-      "# HELP swarm_rebalance_moves_total Stage moves planned by the rebalancer\n"
-      "# TYPE swarm_rebalance_moves_total counter\n"
-      "swarm_rebalance_moves_total " + std::to_string(rebalance_moves_) + "\n"
-      "# HELP swarm_swarm_events_total Events reported by peers and the launcher (preemptions, "
-      "checkpoint restores, lost samples, hand-offs, re-syncs, state downloads)\n"
-      "# TYPE swarm_swarm_events_total counter\n";
-  for (const auto& [kind, count] : events_)
-    out += "swarm_swarm_events_total{kind=\"" + kind + "\"} " + std::to_string(count) + "\n";
-  out += "# HELP swarm_registry_peers Live peers by role, stage and state\n"
-         "# TYPE swarm_registry_peers gauge\n";
-  for (const auto& [key, count] : census)
-    out += "swarm_registry_peers{role=\"" + std::get<0>(key) + "\",stage=\"" + std::to_string(std::get<1>(key)) +
-           "\",state=\"" + std::get<2>(key) + "\"} " + std::to_string(count) + "\n";
-  out += "# HELP swarm_job_failed 1 once the job failed (a stage came back without its state while others "
-         "had trained: reason StageReset); see GET /v1/stats \"failure\"\n"
-         "# TYPE swarm_job_failed gauge\n"
-         "swarm_job_failed " + std::string(failure_.is_null() ? "0" : "1") + "\n"
-         "# HELP swarm_stage_reset_total Stages that came back without their state (no live peer, no "
-         "checkpoint) after the job had trained\n"
-         "# TYPE swarm_stage_reset_total counter\n"
-         "swarm_stage_reset_total " + std::to_string(stage_resets_) + "\n";
-  if (options_.num_stages > 0) {
-    // Every stage of the job, 0 included: an empty stage stalls training, and a series that
-    // is absent could not say so.
-    std::vector<int> per_stage(static_cast<size_t>(options_.num_stages), 0);
-    for (const auto& [key, count] : census)
-      if (std::get<0>(key) == "worker" && std::get<1>(key) >= 0 && std::get<1>(key) < options_.num_stages)
-        per_stage[static_cast<size_t>(std::get<1>(key))] += count;
-    out += "# HELP swarm_registry_stage_workers Live workers per stage of the job (any state)\n"
-           "# TYPE swarm_registry_stage_workers gauge\n";
-    for (size_t st = 0; st < per_stage.size(); ++st)
-      out += "swarm_registry_stage_workers{stage=\"" + std::to_string(st) + "\"} " +
-             std::to_string(per_stage[st]) + "\n";
-  }
-  return out;
+  metrics_->set_census(census);
+  return HttpReply{200, metrics_->exposition(), "text/plain; version=0.0.4"};
 }
 
 HttpReply RegistryService::get_healthz(const Request&) { return reply(200, json{{"status", "ok"}}); }
@@ -404,7 +376,7 @@ HttpReply RegistryService::post_event(const Request& req) {
                    j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
   const int64_t count = wire::get_int(j, "count", 0, kMaxRound);
   std::lock_guard<std::mutex> lock(mu_);
-  events_[j.at("kind").get<std::string>()] += count;
+  count_event_locked(j.at("kind").get<std::string>(), count);
   return reply(200, json::object());
 }
 
@@ -420,10 +392,14 @@ HttpReply RegistryService::post_failure(const Request& req) {
   if (message.size() > 1024) message = message.substr(0, 1024);
   std::lock_guard<std::mutex> lock(mu_);
   const std::string reason = j.at("reason").get<std::string>();
-  if (reason == "StageReset") ++stage_resets_;
+  if (reason == "StageReset") {
+    ++stage_resets_;
+    metrics_->add_stage_reset();
+  }
   if (failure_.is_null()) {
     // The first failure stands: later reports are consequences of it.
     failure_ = json{{"reason", reason}, {"stage", stage}, {"step", step}, {"message", message}};
+    metrics_->set_failed();
     spdlog::error("registry: the job failed: {} (stage {}, step {}): {}", reason, stage, step, message);
   }
   return reply(200, json{{"failure", failure_}});
@@ -448,10 +424,10 @@ void RegistryService::count_dropped_locked(const std::string& peer, int stage, i
   // computed more than it had reported when it froze: the rest counts now.
   auto it = counted_lost_.find(peer);
   if (it != counted_lost_.end() && std::get<0>(it->second) == stage && std::get<1>(it->second) == round) {
-    events_["samples_lost"] += std::max<int64_t>(0, dropped - std::get<2>(it->second));
+    count_event_locked("samples_lost", std::max<int64_t>(0, dropped - std::get<2>(it->second)));
     counted_lost_.erase(it);
   } else {
-    events_["samples_lost"] += dropped;
+    count_event_locked("samples_lost", dropped);
   }
 }
 

@@ -1,6 +1,7 @@
 // RegistryService: the registry's REST semantics without a transport. RegistryServer feeds it
-// every HTTP request; tests may call handle() directly. Thread-safe: one mutex guards the
-// PeerTable and the RoundBook.
+// every HTTP request; tests may call handle() directly. Thread-safe: one mutex (mu_) guards all
+// of the registry's state (the PeerTable, the RoundBook, the counters, the metrics); handle() may
+// be called from any number of threads.
 //
 //   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x,
 //                                                                       "assignedStage": s (when moved)}
@@ -32,9 +33,10 @@
 //                                                                        "failure": {"reason", "stage",
 //                                                                        "step", "message"} (absent while
 //                                                                        healthy)}
-//   GET    /metrics                                                  -> Prometheus text format:
-//          swarm_rebalance_moves_total, swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state},
-//          swarm_job_failed (0/1), swarm_stage_reset_total
+//   GET    /metrics                                                  -> Prometheus text format
+//          (prometheus-cpp; registry_metrics.h): swarm_rebalance_moves_total,
+//          swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state}, swarm_job_failed
+//          (0/1), swarm_stage_reset_total, swarm_registry_stage_workers{stage} (with num_stages)
 //   GET    /healthz                                                  -> {"status": "ok"}
 //
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
@@ -66,6 +68,8 @@
 
 namespace swarm::registry {
 
+class RegistryMetrics;
+
 struct RegistryOptions {
   double peer_expiry_seconds = 15;
   // Seconds on a monotonic clock; defaults to std::chrono::steady_clock. Tests may inject one.
@@ -85,6 +89,7 @@ class RegistryService {
   static constexpr size_t kMaxBodyBytes = 1 << 20;
 
   explicit RegistryService(RegistryOptions options);
+  ~RegistryService();
 
   // `path` and `query` are as received (percent-encoded); `query` excludes the '?'.
   HttpReply handle(const std::string& method, const std::string& path, const std::string& query,
@@ -132,8 +137,8 @@ class RegistryService {
   HttpReply post_join(const Request& req);
   HttpReply get_group(const Request& req);
 
-  // The Prometheus text of GET /metrics. REQUIRES: mu_ held.
-  std::string metrics_text_locked(const std::map<std::tuple<std::string, int, std::string>, int>& census) const;
+  // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics. REQUIRES: mu_ held.
+  void count_event_locked(const std::string& kind, int64_t count);
   // Counts `dropped` samples of `peer`'s gradient of (stage, round) as "samples_lost", less what
   // was counted already when it expired. REQUIRES: mu_ held.
   void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped);
@@ -150,9 +155,12 @@ class RegistryService {
   // REQUIRES: mu_ held.
   bool membership_known_locked(double t) const;
 
-  RegistryOptions options_;
+  RegistryOptions options_;  // set in the constructor, read-only after: no lock
+  // mu_ guards every member below. Handlers validate their input without it, then hold it for the
+  // rest of the request; the *_locked helpers and maybe_rebalance expect it held.
   std::mutex mu_;
   planner::PeerTable peers_;
+  std::unique_ptr<RegistryMetrics> metrics_;  // the object is fixed; its contents guarded by mu_
   planner::RoundBook rounds_;
   std::unique_ptr<planner::Rebalancer> rebalancer_;
   std::map<std::string, int> assignments_;  // worker -> stage it was told to move to
