@@ -119,7 +119,10 @@ bool RegistryService::membership_known_locked(double t) const {
 }
 
 void RegistryService::expire_locked(double t) {
-  for (const auto& rec : peers_.expire(t)) lose_locked(rec);
+  for (const auto& rec : peers_.expire(t)) {
+    listing_.erase(rec.peer_id);
+    lose_locked(rec);
+  }
 }
 
 void RegistryService::lose_locked(const planner::PeerRecord& rec) {
@@ -326,12 +329,9 @@ HttpReply RegistryService::list_peers(const Request& req) {
   expire_locked(t);
   const double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  json list = json::array();
-  for (planner::PeerRecord rec : peers_.live(t, role, stage)) {
-    rec.last_seen = unix_now - (t - rec.last_seen);  // report Unix time, not our clock
-    list.push_back(wire::to_json(rec));
-  }
-  return reply(200, json{{"peers", list}});
+  // Every stored record is live after expire_locked(t): the listing is peers_.live(t, role, stage),
+  // lastSeen reported in Unix time, not our clock.
+  return HttpReply{200, listing_.render(role, stage, t, unix_now)};
 }
 
 HttpReply RegistryService::put_peer(const Request& req) {
@@ -347,6 +347,7 @@ HttpReply RegistryService::put_peer(const Request& req) {
     auto& high = stage_round_high_[stage];
     high = std::max(high, rec.round);
   }
+  listing_.put(rec, t);
   peers_.upsert(std::move(rec), t);
   auto it = assignments_.find(req.peer_id);
   if (it != assignments_.end() && (!worker || it->second == stage)) assignments_.erase(it);
@@ -366,6 +367,7 @@ HttpReply RegistryService::delete_peer(const Request& req) {
   if (!settled) {
     if (auto rec = peers_.stored(req.peer_id)) lose_locked(*rec);
   }
+  listing_.erase(req.peer_id);
   return reply(200, json{{"removed", peers_.remove(req.peer_id)}});
 }
 

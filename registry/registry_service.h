@@ -65,6 +65,7 @@
 #include "planner/peer_table.h"
 #include "planner/rebalance.h"
 #include "planner/round_book.h"
+#include "registry/peer_listing.h"
 
 namespace swarm::registry {
 
@@ -160,6 +161,7 @@ class RegistryService {
   // rest of the request; the *_locked helpers and maybe_rebalance expect it held.
   std::mutex mu_;
   planner::PeerTable peers_;
+  PeerListing listing_;  // the text of every record in peers_ (peer_listing.h): changed with it
   std::unique_ptr<RegistryMetrics> metrics_;  // the object is fixed; its contents guarded by mu_
   planner::RoundBook rounds_;
   std::unique_ptr<planner::Rebalancer> rebalancer_;
