@@ -10,6 +10,7 @@
 //          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
+//          (each record's text is kept between its heartbeats: peer_listing.h)
 //   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
 //                                                  "dropped": the peer dropped that many samples of its
 //                                                  gradient of round r (it fell behind): counted in
