@@ -1,6 +1,7 @@
 // RegistryService: the registry's REST semantics without a transport. RegistryServer feeds it
-// every HTTP request; tests may call handle() directly. Thread-safe: one mutex guards the
-// PeerTable and the RoundBook.
+// every HTTP request; tests may call handle() directly. Thread-safe: one mutex (mu_) guards all
+// of the registry's state (the PeerTable, the RoundBook, the counters, the metrics); handle() may
+// be called from any number of threads.
 //
 //   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x,
 //                                                                       "assignedStage": s (when moved)}
@@ -9,6 +10,7 @@
 //          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
+//          (each record's text is kept between its heartbeats: peer_listing.h)
 //   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
 //                                                  "dropped": the peer dropped that many samples of its
 //                                                  gradient of round r (it fell behind): counted in
@@ -32,9 +34,10 @@
 //                                                                        "failure": {"reason", "stage",
 //                                                                        "step", "message"} (absent while
 //                                                                        healthy)}
-//   GET    /metrics                                                  -> Prometheus text format:
-//          swarm_rebalance_moves_total, swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state},
-//          swarm_job_failed (0/1), swarm_stage_reset_total
+//   GET    /metrics                                                  -> Prometheus text format
+//          (prometheus-cpp; registry_metrics.h): swarm_rebalance_moves_total,
+//          swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state}, swarm_job_failed
+//          (0/1), swarm_stage_reset_total, swarm_registry_stage_workers{stage} (with num_stages)
 //   GET    /healthz                                                  -> {"status": "ok"}
 //
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
@@ -52,6 +55,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <map>
 #include <memory>
@@ -62,8 +66,11 @@
 #include "planner/peer_table.h"
 #include "planner/rebalance.h"
 #include "planner/round_book.h"
+#include "registry/peer_listing.h"
 
 namespace swarm::registry {
+
+class RegistryMetrics;
 
 struct RegistryOptions {
   double peer_expiry_seconds = 15;
@@ -84,12 +91,59 @@ class RegistryService {
   static constexpr size_t kMaxBodyBytes = 1 << 20;
 
   explicit RegistryService(RegistryOptions options);
+  ~RegistryService();
 
   // `path` and `query` are as received (percent-encoded); `query` excludes the '?'.
   HttpReply handle(const std::string& method, const std::string& path, const std::string& query,
                    const std::string& body);
 
  private:
+  // One request, with the parameters its route's path pattern captures (parsed and checked).
+  struct Request {
+    Request(const std::string& m, const std::string& p, const std::string& q, const std::string& b)
+        : method(m), path(p), query(q), body(b) {}
+    const std::string& method;
+    const std::string& path;
+    const std::string& query;  // percent-encoded, without the '?'
+    const std::string& body;
+    std::string peer_id;  // {peerId}
+    int stage = -1;       // {stage}
+    int64_t round = 0;    // {round}
+    int attempt = 0;      // {attempt}
+  };
+  using Handler = HttpReply (RegistryService::*)(const Request&);
+  // A route: method + path pattern ("/v1/peers/{peerId}": literal segments and captures) ->
+  // handler. handle() finds the routes whose pattern fits the path (404 if none), parses the
+  // captures (400 if one is bad, whatever the method), then picks the route of the method (405 if
+  // none, naming the methods the path has).
+  struct Route {
+    Route(std::string method, const std::string& pattern, Handler handler);
+    std::string method;
+    std::vector<std::string> segments;  // the pattern split at '/'
+    Handler handler;
+  };
+  static const std::vector<Route>& routes();
+  // Parses the path segments that `pattern` captures into `req`; throws BadField.
+  static void bind(const std::vector<std::string>& pattern, const std::vector<std::string>& seg, Request& req);
+
+  // The handlers, one per route. Each takes mu_ itself, after validating its input.
+  HttpReply get_metrics(const Request& req);
+  HttpReply get_healthz(const Request& req);
+  HttpReply list_peers(const Request& req);
+  HttpReply put_peer(const Request& req);
+  HttpReply delete_peer(const Request& req);
+  HttpReply post_event(const Request& req);
+  HttpReply post_failure(const Request& req);
+  HttpReply get_stats(const Request& req);
+  HttpReply post_progress(const Request& req);
+  HttpReply post_join(const Request& req);
+  HttpReply get_group(const Request& req);
+
+  // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics. REQUIRES: mu_ held.
+  void count_event_locked(const std::string& kind, int64_t count);
+  // Counts `dropped` samples of `peer`'s gradient of (stage, round) as "samples_lost", less what
+  // was counted already when it expired. REQUIRES: mu_ held.
+  void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped);
   double now() const;
   void maybe_rebalance(double t);  // REQUIRES: mu_ held
   // Drops expired peers, counting what dead workers held (lose_locked). REQUIRES: mu_ held.
@@ -103,9 +157,13 @@ class RegistryService {
   // REQUIRES: mu_ held.
   bool membership_known_locked(double t) const;
 
-  RegistryOptions options_;
+  RegistryOptions options_;  // set in the constructor, read-only after: no lock
+  // mu_ guards every member below. Handlers validate their input without it, then hold it for the
+  // rest of the request; the *_locked helpers and maybe_rebalance expect it held.
   std::mutex mu_;
   planner::PeerTable peers_;
+  PeerListing listing_;  // the text of every record in peers_ (peer_listing.h): changed with it
+  std::unique_ptr<RegistryMetrics> metrics_;  // the object is fixed; its contents guarded by mu_
   planner::RoundBook rounds_;
   std::unique_ptr<planner::Rebalancer> rebalancer_;
   std::map<std::string, int> assignments_;  // worker -> stage it was told to move to
