@@ -183,6 +183,8 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
   for (size_t i = 0; i < ids.size(); ++i) {
     client_->announce(worker_record(ids[i], 2, 7100 + static_cast<int>(i)));
   }
+  // Round 0: a registry that just started and hears of a round past 0 takes it for a restart and
+  // completes no group within its first expiry period (ARestartedRegistryWaitsForThePeersHeartbeats...).
   std::vector<planner::GroupView> seen(ids.size());
   std::vector<char> joined(ids.size(), 0);  // not vector<bool>: written concurrently
   std::vector<std::string> failures(ids.size());
@@ -192,10 +194,10 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
       try {
         RegistryClient c(server_->url(), 5000ms);  // each peer has its own client
         planner::Member m{ids[i], "127.0.0.1", 7100 + static_cast<int>(i), 10 * (int64_t(i) + 1)};
-        joined[i] = c.join_round(2, 9, 0, m, 10.0);
+        joined[i] = c.join_round(2, 0, 0, m, 10.0);
         auto deadline = std::chrono::steady_clock::now() + 5s;
         do {
-          seen[i] = c.round_group(2, 9, 0);
+          seen[i] = c.round_group(2, 0, 0);
           if (seen[i].state == planner::GroupView::Ready) break;
           std::this_thread::sleep_for(10ms);
         } while (std::chrono::steady_clock::now() < deadline);
@@ -221,10 +223,10 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
   // A latecomer is turned away from the closed group and gets its own next attempt.
   client_->announce(worker_record("peer-d", 2));
   planner::Member d{"peer-d", "127.0.0.1", 7200, 0};
-  EXPECT_FALSE(client_->join_round(2, 9, 0, d, 10.0));
-  EXPECT_TRUE(client_->join_round(2, 9, 1, d, 10.0));
-  EXPECT_EQ(client_->round_group(2, 9, 1).state, planner::GroupView::Gathering);
-  EXPECT_EQ(client_->round_group(2, 9, 7).state, planner::GroupView::Unknown);
+  EXPECT_FALSE(client_->join_round(2, 0, 0, d, 10.0));
+  EXPECT_TRUE(client_->join_round(2, 0, 1, d, 10.0));
+  EXPECT_EQ(client_->round_group(2, 0, 1).state, planner::GroupView::Gathering);
+  EXPECT_EQ(client_->round_group(2, 0, 7).state, planner::GroupView::Unknown);
 }
 
 TEST_F(RegistryServerTest, BadRequestsGet400WithTheFieldNamed) {
