@@ -67,6 +67,18 @@ struct StageServer::Impl {
   net::Message do_handoff(Task& task);
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
   void compute_loop();
+  // Steps of compute_loop, on the compute thread. Each pass, under mu: start_leave_locked (when
+  // the rebalancer assigned move_to), the two expiries, drop_overdue_activations_locked; then,
+  // with mu released, serve_task, or idle_step when there was no task.
+  void start_leave_locked(double now);  // stop taking forwards; owed backwards until a deadline
+  // Drops the activations whose backward is overdue: a closing round's, after a wait shorter than
+  // the stage's gather window, and a leaving peer's, after its leave deadline.
+  void drop_overdue_activations_locked(double now);
+  void serve_task(Task& task);  // runs it, answers its caller, records metrics
+  // Re-syncs when asked, else finishes a due round (averaging + optimizer step), else completes a
+  // leave that is ready. Takes mu itself.
+  void idle_step();
+  bool leave_ready_locked(double now) const;  // leaving, nothing queued or owed, no round awaited
   std::shared_ptr<Task> next_task_locked();
   bool admission_open_locked() const;
   bool has_eligible_locked() const;
