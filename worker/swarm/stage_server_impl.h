@@ -118,6 +118,14 @@ struct StageServer::Impl {
   void progress_loop();                    // reports samples to the coordinator, watches the latch
   void finish_round();                     // all-reduce + optimizer step; compute thread only
   enum class RoundOutcome { Averaged, Closed, Failed };
+  // How finish_round's attempts at averaging ended: Averaged (flat, samples hold the stage's sum),
+  // Unaveraged (no group formed in any attempt: step on the local gradient), Abandoned (the round
+  // closed without this peer, which re-synced, or the peer is stopping: no step).
+  enum class RoundEnd { Averaged, Unaveraged, Abandoned };
+  // Steps of finish_round, on the compute thread with no lock held.
+  RoundEnd average_round(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
+                         int& members, bool& writer);
+  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune averaging (avg_mu)
   RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                             bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
