@@ -95,6 +95,95 @@ std::string num(double v) {
   return buf;
 }
 
+// A peer that Rebalancer::plan could move from a source stage to the target.
+struct Candidate {
+  const PeerLoad* peer;
+  double speed;     // on its stage
+  double arriving;  // its estimated speed on the target stage
+  double load;
+  double pair;  // min(source after, target after)
+};
+
+// The stages that may give a peer to the target (Rebalancer::plan): every other stage that keeps
+// >= `keep` peers and >= 1 serving (non-joining) peer after losing one; least loaded first.
+std::vector<StageLoad> source_stages(const std::vector<PeerLoad>& peers,
+                                     const std::vector<StageLoad>& loads, int target_stage,
+                                     int keep, int num_stages) {
+  std::vector<int> serving(loads.size(), 0);  // non-joining peers per stage
+  for (const auto& p : peers) {
+    if (in_range(p.stage, num_stages) && !p.joining) serving[static_cast<size_t>(p.stage)] += 1;
+  }
+  std::vector<StageLoad> sources;
+  for (const auto& l : loads) {
+    if (l.stage == target_stage) continue;
+    if (l.peers - 1 < keep || serving[static_cast<size_t>(l.stage)] < 2) continue;
+    sources.push_back(l);
+  }
+  order_by(sources, less_loaded_source);
+  return sources;
+}
+
+// The movable peers of `src` (not joining, not in cooldown at `now`), least loaded first; ties ->
+// the better min(source after, target after), then the lowest peer_id.
+std::vector<Candidate> movable_peers(const std::vector<PeerLoad>& peers, const StageLoad& src,
+                                     const StageLoad& target, double fallback,
+                                     const Rebalancer& rebalancer, double now) {
+  // Stages differ in cost per sample (the last one also runs the LM head): a peer serves the
+  // target at its speed times the ratio of the two stages' costs.
+  const double scale = stage_cost(rebalancer.options(), src.stage) /
+                       stage_cost(rebalancer.options(), target.stage);
+  std::vector<Candidate> cands;
+  for (const auto& p : peers) {
+    if (p.stage != src.stage || p.joining || rebalancer.in_cooldown(p.peer_id, now)) continue;
+    const double v = throughput_of(p, fallback);
+    const double w = v * scale;
+    cands.push_back({&p, v, w, clean_queue(p.queue_length) / v,
+                     std::min(src.throughput - v, target.throughput + w)});
+  }
+  order_by(cands, [](const Candidate& a, const Candidate& b) {
+    if (int c = cmp(a.load, b.load)) return c < 0;
+    if (int c = cmp(a.pair, b.pair)) return c > 0;
+    return a.peer->peer_id < b.peer->peer_id;
+  });
+  return cands;
+}
+
+// The move of `c` from `src` to `target`, with the global bottleneck before and after it
+// (simulated on `loads`); no reason yet.
+Move simulate_move(const std::vector<StageLoad>& loads, const StageLoad& src,
+                   const StageLoad& target, const Candidate& c) {
+  std::vector<StageLoad> after = loads;
+  after[static_cast<size_t>(src.stage)].peers -= 1;
+  after[static_cast<size_t>(src.stage)].throughput -= c.speed;
+  after[static_cast<size_t>(target.stage)].peers += 1;
+  after[static_cast<size_t>(target.stage)].throughput += c.arriving;
+  Move m;
+  m.peer_id = c.peer->peer_id;
+  m.from_stage = src.stage;
+  m.to_stage = target.stage;
+  m.bottleneck_before = bottleneck_throughput(loads);
+  m.bottleneck_after = bottleneck_throughput(after);
+  return m;
+}
+
+// Move::reason for moving `c` from `src` to `target`.
+std::string move_reason(const StageLoad& src, const StageLoad& target, const Candidate& c,
+                        double min_gain) {
+  const std::string who = "peer " + c.peer->peer_id + " (" + num(c.speed) +
+                          " samples/s) from stage " + std::to_string(src.stage) + " (" +
+                          num(src.throughput) + " -> " + num(src.throughput - c.speed) +
+                          " samples/s)";
+  if (target.peers == 0) {
+    return "stage " + std::to_string(target.stage) +
+           " has no peers and stops the pipeline; moving " + who;
+  }
+  return "stage " + std::to_string(target.stage) + " is the most loaded (load " +
+         num(target.load) + ", " + num(target.throughput) + " samples/s); moving " + who +
+         " raises the slower of the two stages from " + num(target.throughput) + " to " +
+         num(c.pair) + " samples/s (it serves about " + num(c.arriving) + " samples/s there; +" +
+         num(100 * (c.pair / target.throughput - 1)) + "%, min_gain " + num(100 * min_gain) + "%)";
+}
+
 }  // namespace
 
 double unknown_throughput_estimate(const std::vector<PeerLoad>& peers) {
@@ -227,79 +316,18 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
 
   const double fallback = unknown_throughput_estimate(peers);
   const std::vector<StageLoad> loads = stage_loads(peers, num_stages, options_);
-  const size_t t = static_cast<size_t>(most_loaded_stage(loads, options_.min_gain));
-  const StageLoad& target = loads[t];
+  const StageLoad& target = loads[static_cast<size_t>(most_loaded_stage(loads, options_.min_gain))];
   const bool target_empty = target.peers == 0;
   // An empty stage stops the pipeline: filling it overrides the minimum, never emptying a source.
   const int keep = target_empty ? 1 : options_.min_peers_per_stage;
-
-  std::vector<int> serving(loads.size(), 0);  // non-joining peers per stage
-  for (const auto& p : peers) {
-    if (in_range(p.stage, num_stages) && !p.joining) serving[static_cast<size_t>(p.stage)] += 1;
-  }
-  std::vector<StageLoad> sources;
-  for (const auto& l : loads) {
-    if (l.stage == target.stage) continue;
-    if (l.peers - 1 < keep || serving[static_cast<size_t>(l.stage)] < 2) continue;
-    sources.push_back(l);
-  }
-  order_by(sources, less_loaded_source);
-
   const double required = (1 + options_.min_gain) * target.throughput;
-  struct Cand {
-    const PeerLoad* peer;
-    double speed;     // on its stage
-    double arriving;  // its estimated speed on the target stage
-    double load;
-    double pair;  // min(source after, target after)
-  };
-  for (const StageLoad& src : sources) {
-    // Stages differ in cost per sample (the last one also runs the LM head): a peer serves the
-    // target at its speed times the ratio of the two stages' costs.
-    const double scale = stage_cost(options_, src.stage) / stage_cost(options_, target.stage);
-    std::vector<Cand> cands;
-    for (const auto& p : peers) {
-      if (p.stage != src.stage || p.joining || in_cooldown(p.peer_id, now)) continue;
-      const double v = throughput_of(p, fallback);
-      const double w = v * scale;
-      cands.push_back({&p, v, w, clean_queue(p.queue_length) / v,
-                       std::min(src.throughput - v, target.throughput + w)});
-    }
-    order_by(cands, [](const Cand& a, const Cand& b) {
-      if (int c = cmp(a.load, b.load)) return c < 0;
-      if (int c = cmp(a.pair, b.pair)) return c > 0;
-      return a.peer->peer_id < b.peer->peer_id;
-    });
-    for (const Cand& c : cands) {
+  for (const StageLoad& src : source_stages(peers, loads, target.stage, keep, num_stages)) {
+    for (const Candidate& c : movable_peers(peers, src, target, fallback, *this, now)) {
       const bool ok =
           target_empty || (cmp(c.pair, target.throughput) > 0 && cmp(c.pair, required) >= 0);
       if (!ok) continue;
-      std::vector<StageLoad> after = loads;
-      after[static_cast<size_t>(src.stage)].peers -= 1;
-      after[static_cast<size_t>(src.stage)].throughput -= c.speed;
-      after[t].peers += 1;
-      after[t].throughput += c.arriving;
-      Move m;
-      m.peer_id = c.peer->peer_id;
-      m.from_stage = src.stage;
-      m.to_stage = target.stage;
-      m.bottleneck_before = bottleneck_throughput(loads);
-      m.bottleneck_after = bottleneck_throughput(after);
-      const std::string who = "peer " + m.peer_id + " (" + num(c.speed) + " samples/s) from stage " +
-                              std::to_string(src.stage) + " (" + num(src.throughput) + " -> " +
-                              num(src.throughput - c.speed) + " samples/s)";
-      if (target_empty) {
-        m.reason = "stage " + std::to_string(target.stage) +
-                   " has no peers and stops the pipeline; moving " + who;
-      } else {
-        m.reason = "stage " + std::to_string(target.stage) + " is the most loaded (load " +
-                   num(target.load) + ", " + num(target.throughput) + " samples/s); moving " +
-                   who + " raises the slower of the two stages from " + num(target.throughput) +
-                   " to " + num(c.pair) + " samples/s (it serves about " + num(c.arriving) +
-                   " samples/s there; +" +
-                   num(100 * (c.pair / target.throughput - 1)) + "%, min_gain " +
-                   num(100 * options_.min_gain) + "%)";
-      }
+      Move m = simulate_move(loads, src, target, c);
+      m.reason = move_reason(src, target, c, options_.min_gain);
       last_move_at_ = now;
       return m;
     }

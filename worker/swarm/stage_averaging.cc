@@ -138,38 +138,10 @@ void StageServer::Impl::finish_round() {
   }
   auto flat = flat_gradients(*model);
   int members = 1;
-  bool averaged = false, writer = false;
-  for (int attempt = 0; attempt < kMaxAttempts && !averaged; ++attempt) {
-    auto sum = flat;
-    int64_t total = samples;
-    RoundOutcome outcome = RoundOutcome::Failed;
-    try {
-      outcome = average_once(attempt, sum, total, members, writer);
-    } catch (const std::exception& e) {
-      spdlog::warn("worker {}: averaging round {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
-    }
-    if (outcome == RoundOutcome::Closed) {
-      // The stage averaged this round without us (we were late): our gradient is stale now.
-      resync();
-      return;
-    }
-    if (outcome == RoundOutcome::Averaged) {
-      averaged = true;
-      if (leaving_now && samples > 0) {
-        // Its way of handing off: the gradient went into the stage's average.
-        spdlog::info("worker {}: leaving: its {} samples went into round {}'s average", opt.peer_id,
-                     samples, r);
-        report_event("handoffs", 1);
-      }
-      flat = sum;
-      samples = total;
-    }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      if (stopping) return;
-    }
-  }
-  if (!averaged) {
+  bool writer = false;
+  const RoundEnd end = average_round(r, leaving_now, flat, samples, members, writer);
+  if (end == RoundEnd::Abandoned) return;
+  if (end == RoundEnd::Unaveraged) {
     // No group could be formed (coordinator unreachable): step on the local gradients rather than
     // stall the pipeline; the heartbeat's behind-check re-syncs this peer if the others moved on.
     spdlog::error("worker {}: round {} stepped without averaging", opt.peer_id, r);
@@ -182,6 +154,54 @@ void StageServer::Impl::finish_round() {
   } else {
     optimizer->zero_grad();
   }
+  advance_round(r);
+  maybe_checkpoint(writer);
+  metrics->observe_averaging(stage.load(), now_seconds() - started, members);
+  metrics->set_optimizer_step(stage.load(), static_cast<double>(r + 1));
+  metrics->set_learning_rate(stage.load(), optimizer->last_lr());
+  cv.notify_all();
+  spdlog::debug("worker {}: step {} done ({} samples, {} peers, {:.3f}s)", opt.peer_id, r + 1,
+                samples, members, now_seconds() - started);
+}
+
+StageServer::Impl::RoundEnd StageServer::Impl::average_round(int64_t r, bool leaving_now,
+                                                             torch::Tensor& flat, int64_t& samples,
+                                                             int& members, bool& writer) {
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto sum = flat;
+    int64_t total = samples;
+    RoundOutcome outcome = RoundOutcome::Failed;
+    try {
+      outcome = average_once(attempt, sum, total, members, writer);
+    } catch (const std::exception& e) {
+      spdlog::warn("worker {}: averaging round {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
+    }
+    if (outcome == RoundOutcome::Closed) {
+      // The stage averaged this round without us (we were late): our gradient is stale now.
+      resync();
+      return RoundEnd::Abandoned;
+    }
+    const bool averaged = outcome == RoundOutcome::Averaged;
+    if (averaged) {
+      if (leaving_now && samples > 0) {
+        // Its way of handing off: the gradient went into the stage's average.
+        spdlog::info("worker {}: leaving: its {} samples went into round {}'s average", opt.peer_id,
+                     samples, r);
+        report_event("handoffs", 1);
+      }
+      flat = sum;
+      samples = total;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (stopping) return RoundEnd::Abandoned;
+    }
+    if (averaged) return RoundEnd::Averaged;
+  }
+  return RoundEnd::Unaveraged;
+}
+
+void StageServer::Impl::advance_round(int64_t r) {
   {
     std::lock_guard<std::mutex> lk(mu);
     round = r + 1;
@@ -191,6 +211,7 @@ void StageServer::Impl::finish_round() {
     closing_since = 0;
     fingerprint = model::param_fingerprint(*model);
   }
+  // Then, mu released: the averaging state of rounds more than two behind goes (avg_mu).
   {
     std::lock_guard<std::mutex> lk(avg_mu);
     for (auto it = results.begin(); it != results.end();)
@@ -198,13 +219,6 @@ void StageServer::Impl::finish_round() {
     for (auto it = inbox.begin(); it != inbox.end();)
       it = it->first.first + 2 < r ? inbox.erase(it) : std::next(it);
   }
-  maybe_checkpoint(writer);
-  metrics->observe_averaging(stage.load(), now_seconds() - started, members);
-  metrics->set_optimizer_step(stage.load(), static_cast<double>(r + 1));
-  metrics->set_learning_rate(stage.load(), optimizer->last_lr());
-  cv.notify_all();
-  spdlog::debug("worker {}: step {} done ({} samples, {} peers, {:.3f}s)", opt.peer_id, r + 1,
-                samples, members, now_seconds() - started);
 }
 
 StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, torch::Tensor& flat,

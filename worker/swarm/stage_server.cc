@@ -471,94 +471,111 @@ void StageServer::Impl::compute_loop() {
       });
       if (stopping || left) break;
       const double now = now_seconds();
-      if (move_to >= 0 && !leaving) {
-        // The rebalancer moved this peer: finish the backwards it owes, then go.
-        leaving = true;
-        leave_deadline = now + opt.spec.timeouts.backward_seconds;
-        handoff_at = leave_deadline;
-        spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
-      }
+      if (move_to >= 0 && !leaving) start_leave_locked(now);
       expire_activations_locked(now, false);
       expire_queued_forwards_locked(now);
-      const bool reached =
-          target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
-      // Backwards of a closing round that never come (their trainer was killed) must not hold
-      // the step: their activations are dropped, and a late backward recomputes the forward. The
-      // wait is shorter than the stage's averaging gather window (half the averaging timeout,
-      // from its first join): waiting longer, the peers that were due would average without this
-      // one and its whole gradient of the round would be lost (a trainer kill cost a re-sync).
-      const double owed_wait =
-          std::min(opt.spec.timeouts.backward_seconds, opt.spec.timeouts.averaging_seconds / 4);
-      if (reached && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
-        spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the round's "
-                     "close",
-                     opt.peer_id, activations.size(), owed_wait);
-        expire_activations_locked(now, true);
-      }
-      // A leaving peer waits for owed backwards only until its leave deadline; one that never came
-      // (its trainer retried the microbatch elsewhere) must not keep it out of the round it holds
-      // gradient for. A late backward recomputes on another peer of the stage.
-      if (leaving && !activations.empty() && now > leave_deadline) {
-        spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
-                     opt.peer_id, activations.size());
-        expire_activations_locked(now, true);
-      }
+      drop_overdue_activations_locked(now);
       if (!round_due_locked()) task = next_task_locked();
       metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
     }
     if (!task) {
-      bool due, leave_now;
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        due = round_due_locked();
-        const double t = now_seconds();
-        const bool owes = !activations.empty() && t <= leave_deadline;
-        // A leaving peer holding gradient of this round averages it with the stage on its way
-        // out (the stage waits for it: planner/round_book.h): handing it to a peer that is
-        // already averaging would come too late. Only a round that does not close in time
-        // makes it hand off (complete_leave).
-        const bool awaits_round = samples_done > 0 && t < handoff_at;
-        leave_now = leaving && queue.empty() && !owes && !awaits_round;
-      }
-      if (resync_requested.exchange(false)) {
-        resync();
-      } else if (due) {
-        // fp16: the step was decided on the averaged gradient, the same on every peer of the
-        // stage, so all of them skip an overflow together and update their loss scale alike.
-        const auto* stepped_by = optimizer.get();
-        const int64_t steps = optimizer->step_count(), skipped = optimizer->skipped_steps();
-        finish_round();
-        if (optimizer.get() == stepped_by && optimizer->step_count() > steps)
-          compute->after_step(optimizer->skipped_steps() > skipped);
-        publish_compute_metrics();
-      } else if (leave_now) {
-        complete_leave();
-      }
+      idle_step();
       continue;
     }
-    net::Message reply;
-    const double started = now_seconds();
-    try {
-      reply = run_task(*task);
-    } catch (const std::exception& e) {
-      reply = net::make_error(task->request.request_id, e.what());
-      metrics->add_failure(stage.load(), op_name(task->request.type));
-    }
-    if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
-      std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));
-    const double done = now_seconds();
-    busy_seconds = busy_seconds + (done - started);
-    int64_t samples = meta_int(task->meta, "samples", 0);
-    if (reply.type != net::Error) processed += samples;
-    metrics->observe_request(stage.load(), op_name(task->request.type), done - task->enqueued_at,
-                             reply.type == net::Error ? 0 : samples);
-    task->reply.set_value(std::move(reply));
+    serve_task(*task);
     // Keep taking work without waiting when more is queued.
     cv.notify_all();
   }
   std::lock_guard<std::mutex> lk(mu);
   for (auto& t : queue) t->reply.set_value(net::make_error(t->request.request_id, "worker is stopping"));
   queue.clear();
+}
+
+void StageServer::Impl::start_leave_locked(double now) {
+  // The rebalancer moved this peer: finish the backwards it owes, then go.
+  leaving = true;
+  leave_deadline = now + opt.spec.timeouts.backward_seconds;
+  handoff_at = leave_deadline;
+  spdlog::info("worker {}: leaving stage {} for stage {}", opt.peer_id, stage.load(), move_to.load());
+}
+
+void StageServer::Impl::drop_overdue_activations_locked(double now) {
+  const bool reached =
+      target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
+  // Backwards of a closing round that never come (their trainer was killed) must not hold
+  // the step: their activations are dropped, and a late backward recomputes the forward. The
+  // wait is shorter than the stage's averaging gather window (half the averaging timeout,
+  // from its first join): waiting longer, the peers that were due would average without this
+  // one and its whole gradient of the round would be lost (a trainer kill cost a re-sync).
+  const double owed_wait =
+      std::min(opt.spec.timeouts.backward_seconds, opt.spec.timeouts.averaging_seconds / 4);
+  if (reached && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
+    spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the round's "
+                 "close",
+                 opt.peer_id, activations.size(), owed_wait);
+    expire_activations_locked(now, true);
+  }
+  // A leaving peer waits for owed backwards only until its leave deadline; one that never came
+  // (its trainer retried the microbatch elsewhere) must not keep it out of the round it holds
+  // gradient for. A late backward recomputes on another peer of the stage.
+  if (leaving && !activations.empty() && now > leave_deadline) {
+    spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
+                 opt.peer_id, activations.size());
+    expire_activations_locked(now, true);
+  }
+}
+
+bool StageServer::Impl::leave_ready_locked(double now) const {
+  const bool owes = !activations.empty() && now <= leave_deadline;
+  // A leaving peer holding gradient of this round averages it with the stage on its way
+  // out (the stage waits for it: planner/round_book.h): handing it to a peer that is
+  // already averaging would come too late. Only a round that does not close in time
+  // makes it hand off (complete_leave).
+  const bool awaits_round = samples_done > 0 && now < handoff_at;
+  return leaving && queue.empty() && !owes && !awaits_round;
+}
+
+void StageServer::Impl::idle_step() {
+  bool due, leave_now;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    due = round_due_locked();
+    leave_now = leave_ready_locked(now_seconds());
+  }
+  if (resync_requested.exchange(false)) {
+    resync();
+  } else if (due) {
+    // fp16: the step was decided on the averaged gradient, the same on every peer of the
+    // stage, so all of them skip an overflow together and update their loss scale alike.
+    const auto* stepped_by = optimizer.get();
+    const int64_t steps = optimizer->step_count(), skipped = optimizer->skipped_steps();
+    finish_round();
+    if (optimizer.get() == stepped_by && optimizer->step_count() > steps)
+      compute->after_step(optimizer->skipped_steps() > skipped);
+    publish_compute_metrics();
+  } else if (leave_now) {
+    complete_leave();
+  }
+}
+
+void StageServer::Impl::serve_task(Task& task) {
+  net::Message reply;
+  const double started = now_seconds();
+  try {
+    reply = run_task(task);
+  } catch (const std::exception& e) {
+    reply = net::make_error(task.request.request_id, e.what());
+    metrics->add_failure(stage.load(), op_name(task.request.type));
+  }
+  if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
+    std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));
+  const double done = now_seconds();
+  busy_seconds = busy_seconds + (done - started);
+  int64_t samples = meta_int(task.meta, "samples", 0);
+  if (reply.type != net::Error) processed += samples;
+  metrics->observe_request(stage.load(), op_name(task.request.type), done - task.enqueued_at,
+                           reply.type == net::Error ? 0 : samples);
+  task.reply.set_value(std::move(reply));
 }
 
 void StageServer::Impl::publish_compute_metrics() {

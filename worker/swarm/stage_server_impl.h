@@ -67,6 +67,18 @@ struct StageServer::Impl {
   net::Message do_handoff(Task& task);
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
   void compute_loop();
+  // Steps of compute_loop, on the compute thread. Each pass, under mu: start_leave_locked (when
+  // the rebalancer assigned move_to), the two expiries, drop_overdue_activations_locked; then,
+  // with mu released, serve_task, or idle_step when there was no task.
+  void start_leave_locked(double now);  // stop taking forwards; owed backwards until a deadline
+  // Drops the activations whose backward is overdue: a closing round's, after a wait shorter than
+  // the stage's gather window, and a leaving peer's, after its leave deadline.
+  void drop_overdue_activations_locked(double now);
+  void serve_task(Task& task);  // runs it, answers its caller, records metrics
+  // Re-syncs when asked, else finishes a due round (averaging + optimizer step), else completes a
+  // leave that is ready. Takes mu itself.
+  void idle_step();
+  bool leave_ready_locked(double now) const;  // leaving, nothing queued or owed, no round awaited
   std::shared_ptr<Task> next_task_locked();
   bool admission_open_locked() const;
   bool has_eligible_locked() const;
@@ -106,6 +118,14 @@ struct StageServer::Impl {
   void progress_loop();                    // reports samples to the coordinator, watches the latch
   void finish_round();                     // all-reduce + optimizer step; compute thread only
   enum class RoundOutcome { Averaged, Closed, Failed };
+  // How finish_round's attempts at averaging ended: Averaged (flat, samples hold the stage's sum),
+  // Unaveraged (no group formed in any attempt: step on the local gradient), Abandoned (the round
+  // closed without this peer, which re-synced, or the peer is stopping: no step).
+  enum class RoundEnd { Averaged, Unaveraged, Abandoned };
+  // Steps of finish_round, on the compute thread with no lock held.
+  RoundEnd average_round(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
+                         int& members, bool& writer);
+  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune averaging (avg_mu)
   RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                             bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
