@@ -101,11 +101,12 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
       for (const PeerRecord& w : peers.live(now, "worker", stage)) {
         // A draining peer with nothing admitted this round has nothing to give: it is not waited
         // for. One that holds samples of this round joins on its way out. A joining peer (a
-        // newcomer or a peer re-syncing, downloading state from a peer of this group) and a failed
-        // one hold no gradient: waiting for them would hold the round (and the download queued
-        // behind it) until the window closes.
-        if (w.state == "joining" || w.state == "failed") continue;
-        if (w.state == "draining") {
+        // newcomer or a peer re-syncing, downloading state from a peer of this group) holds no
+        // gradient: waiting for it would hold the round (and the download queued behind it) until
+        // the window closes. Its state reaches the registry with its next heartbeat, so one that
+        // already reported samples of this round serves and is waited for. A failed peer never is.
+        if (w.state == "failed") continue;
+        if (w.state == "draining" || w.state == "joining") {
           auto a = rd.admitted.find(w.peer_id);
           if (a == rd.admitted.end() || a->second <= 0) continue;
         }

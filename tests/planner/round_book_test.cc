@@ -213,6 +213,31 @@ TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
   }
 }
 
+// A newcomer serves before the registry hears its next heartbeat: still "joining" there, it has
+// already reported samples of the round. Leaving it out would close the round on its gradient
+// (a re-sync, samples lost: FaultMatrix.WorkersGivenAReclaimNoticeMidRoundLoseNoSample).
+TEST(RoundBookGroup, AJoiningPeerThatReportedSamplesOfTheRoundIsWaitedFor) {
+  PeerTable t = table_with({"a", "b"});
+  PeerRecord newcomer = worker("b", 0);
+  newcomer.state = "joining";
+  t.upsert(newcomer, 0);
+  RoundBook book;
+  book.report_progress(0, 1, "b", 4, 64, t, 1);
+  EXPECT_EQ(book.join(0, 1, 0, member("a", 16), 30, 1), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 1, 0, t, 1.1).state, GroupView::Gathering);
+  EXPECT_EQ(book.join(0, 1, 0, member("b", 4), 30, 1.2), JoinResult::Joined);
+  GroupView g = book.group(0, 1, 0, t, 1.3);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+  // A failed peer is not waited for even with samples reported: it will not average.
+  PeerRecord failed = worker("b", 0);
+  failed.state = "failed";
+  t.upsert(failed, 2);
+  book.report_progress(0, 2, "b", 4, 64, t, 2);
+  EXPECT_EQ(book.join(0, 2, 0, member("a", 16), 30, 2), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
+}
+
 TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   PeerTable t = table_with({"a", "b", "c"});
   RoundBook book;

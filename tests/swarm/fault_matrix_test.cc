@@ -276,27 +276,35 @@ TEST(FaultMatrix, AnUnwritableCheckpointDirectoryIsCountedAndTrainingGoesOn) {
 // its stage's average on its way out, or to the peer that stays (handoffs >= 1), never dropped
 // (samples_lost 0); nothing steps alone; the run finishes every step.
 TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidRoundLoseNoSample) {
-  const auto dir = fresh_dir("fm-notice");
-  // A peer expiry of 5 s rather than 1.5 s: on a loaded machine a heartbeat can be late by more
-  // than 1.5 s, and an expiry would count a peer as lost that this test expects to leave cleanly.
-  std::string body = job_body(2, 80);
-  const std::string fast = "heartbeatSeconds: 0.3, peerExpirySeconds: 1.5";
-  body.replace(body.find(fast), fast.size(), "heartbeatSeconds: 0.5, peerExpirySeconds: 5");
-  const auto job = write_job(dir, body);
-  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
-  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress", "--preempt-every",
-                          "4", "--preempt-notice", "3", "--respawn-after", "1", "--seed", "5"},
-                         dir + "/out.log");
-  const int rc = wait_exit(launcher, 600);
-  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
-  auto s = read_json(summary);
-  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
-  EXPECT_GE(num(s, "preemptions"), 2) << s.dump();
-  EXPECT_EQ(num(s, "peers_lost"), 0) << s.dump();
-  EXPECT_EQ(num(s, "samples_lost"), 0) << s.dump();
-  EXPECT_GE(num(s, "handoffs"), 1) << s.dump();
-  EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
-  EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+  // Whether a notice lands while its peer holds samples is timing: on a loaded machine every
+  // notified peer of one run can drain between rounds with nothing to give. The invariants hold in
+  // every run; the run is repeated (at most 3 times, seeds 5, 6, 7) until one notice did land mid-round.
+  int64_t handoffs = 0;
+  for (int seed = 5; seed <= 7 && handoffs == 0; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const auto dir = fresh_dir("fm-notice-" + std::to_string(seed));
+    // A peer expiry of 5 s rather than 1.5 s: on a loaded machine a heartbeat can be late by more
+    // than 1.5 s, and an expiry would count a peer as lost that this test expects to leave cleanly.
+    std::string body = job_body(2, 80);
+    const std::string fast = "heartbeatSeconds: 0.3, peerExpirySeconds: 1.5";
+    body.replace(body.find(fast), fast.size(), "heartbeatSeconds: 0.5, peerExpirySeconds: 5");
+    const auto job = write_job(dir, body);
+    const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+    pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress", "--preempt-every",
+                            "4", "--preempt-notice", "3", "--respawn-after", "1", "--seed", std::to_string(seed)},
+                           dir + "/out.log");
+    const int rc = wait_exit(launcher, 600);
+    ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+    auto s = read_json(summary);
+    EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+    EXPECT_GE(num(s, "preemptions"), 2) << s.dump();
+    EXPECT_EQ(num(s, "peers_lost"), 0) << s.dump();
+    EXPECT_EQ(num(s, "samples_lost"), 0) << s.dump();
+    EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
+    EXPECT_EQ(num(s, "microbatches_lost"), 0) << s.dump();
+    handoffs = num(s, "handoffs");
+  }
+  EXPECT_GE(handoffs, 1) << "no reclaim notice landed while its peer held samples in 3 runs";
 }
 
 // Fault: a worker SIGKILLed and started again at once with the same peer id (a pod restarted in
