@@ -17,7 +17,7 @@
 #include "common/subprocess.h"
 #include "operator/kube/config.h"
 #include "operator/kube/time_format.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 
 namespace swarm::optest {
 

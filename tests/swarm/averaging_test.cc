@@ -11,7 +11,7 @@
 
 #include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 #include "worker/swarm/trainer.h"
 
 namespace swarm {

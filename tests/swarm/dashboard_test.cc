@@ -22,7 +22,7 @@
 #include "operator/controller/metrics.h"
 #include "registry/registry_client.h"
 #include "tests/swarm/swarm_fixture.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;

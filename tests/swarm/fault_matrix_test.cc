@@ -11,7 +11,7 @@
 
 #include "registry/registry_client.h"
 #include "tests/swarm/swarm_process.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "tests/planner/peer_records.h"
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/swarm/metrics.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 #include "worker/swarm/trainer.h"
 
 namespace fs = std::filesystem;

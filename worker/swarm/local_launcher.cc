@@ -22,7 +22,7 @@
 #include "registry/registry_client.h"
 #include "worker/swarm/baseline.h"
 #include "worker/swarm/clock.h"
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 #include "worker/swarm/preemption.h"
 
 namespace fs = std::filesystem;

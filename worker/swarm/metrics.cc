@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 
 namespace swarm::runtime {
 namespace {

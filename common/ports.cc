@@ -1,4 +1,4 @@
-#include "worker/swarm/ports.h"
+#include "common/ports.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
