@@ -25,8 +25,17 @@ std::string step_name(int64_t step) {
   return buf;
 }
 
-[[noreturn]] void fail(const std::string& what, const std::string& path) {
-  throw std::runtime_error("checkpoint: " + what + " " + path + ": " + std::strerror(errno));
+[[noreturn]] void fail(const std::string& what, const std::string& path, int err = errno) {
+  throw std::runtime_error("checkpoint: " + what + " " + path + ": " + std::strerror(err));
+}
+
+// Closes (if open) and removes a temporary file after a failed write, then throws with the errno
+// of the failure, not of the clean-up (a full disk says "No space left on device").
+[[noreturn]] void abandon(int fd, const std::string& tmp, const std::string& what) {
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  ::unlink(tmp.c_str());
+  fail(what, tmp, err);
 }
 
 void fsync_path(const std::string& path, int flags) {
@@ -56,20 +65,13 @@ std::string write_checkpoint(const std::string& dir, int stage, int64_t step, co
     ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail("cannot write", tmp);
+      abandon(fd, tmp, "cannot write");
     }
     off += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail("cannot flush", tmp);
-  }
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    fail("cannot rename to", final_path);
-  }
+  if (::fsync(fd) != 0) abandon(fd, tmp, "cannot flush");
+  if (::close(fd) != 0) abandon(-1, tmp, "cannot flush");
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) abandon(-1, tmp, "cannot rename to " + final_path + " from");
   fsync_path(sdir, O_RDONLY | O_DIRECTORY);
   auto all = list_checkpoints(dir, stage);
   for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove(all[i].path, ec);
