@@ -9,7 +9,7 @@
 // Peak: an N^3 matmul (N = --peak-size, 8192 on a GPU) in the compute dtype, timed over >= 0.5 s.
 // Stage: a middle stage (of 3: no embedding, no LM head) with num_heads = hidden / head_dim,
 // parameters float32, forward under ComputeScope (autocast), backward outside it, as a worker
-// runs it. FLOPs: stage_flops_per_sample (worker/model/flops.h) x batch for the forward, 3x that
+// runs it. FLOPs: stage_flops_per_sample (planner/flops.h) x batch for the forward, 3x that
 // for forward+backward. Times: torch::cuda::synchronize + steady_clock around --iters iterations
 // after --warmup ones. Each result is also printed as one "RESULT key=value ..." line.
 #include <torch/cuda.h>
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "worker/model/device.h"
-#include "worker/model/flops.h"
+#include "planner/flops.h"
 #include "worker/model/precision.h"
 #include "worker/model/stage.h"
 #include "worker/model/stage_compute.h"
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
       }
       y.backward(g);  // gradients accumulate, as over a round's microbatches
     });
-    const double flops = 3.0 * sm::stage_flops_per_sample(c, false, false) * a.batch;
+    const double flops = 3.0 * swarm::planner::stage_flops_per_sample({c.vocab_size, c.hidden_size, c.layers_per_stage, c.sequence_length, c.mlp_ratio}, false) * a.batch;
     const double tflops = flops / fwd_bwd / 1e12;
     std::printf("%7lld %6lld %10.1f %9.2f %13.2f %15.2f %8.1f%%\n", static_cast<long long>(hidden),
                 static_cast<long long>(c.num_heads), params / 1e6, fwd * 1e3, fwd_bwd * 1e3,

@@ -3,7 +3,6 @@
 
 #include "worker/model/config.h"
 #include "worker/model/device.h"
-#include "worker/model/flops.h"
 
 namespace swarm::model {
 namespace {
@@ -36,17 +35,6 @@ TEST(Config, ValidateAndDescribe) {
   c = ModelConfig{};
   c.num_stages = 0;
   EXPECT_THROW(validate(c), std::invalid_argument);
-}
-
-TEST(Flops, MatmulCount) {
-  ModelConfig c;  // H=192, T=128, V=256, L=2, mlp 4
-  const double H = 192, T = 128, V = 256;
-  const double layer = T * (2 * (3 * H * H + H * H + 8 * H * H) + 4 * T * H);
-  EXPECT_DOUBLE_EQ(stage_flops_per_sample(c, true, false), 2 * layer);
-  EXPECT_DOUBLE_EQ(stage_flops_per_sample(c, false, false), 2 * layer);
-  EXPECT_DOUBLE_EQ(stage_flops_per_sample(c, false, true), 2 * layer + T * 2 * H * V);
-  c.shared_layers = true;
-  EXPECT_DOUBLE_EQ(stage_flops_per_sample(c, false, false), 2 * layer);
 }
 
 }  // namespace

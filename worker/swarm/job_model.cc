@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "worker/model/flops.h"
+#include "planner/flops.h"
 
 namespace swarm::runtime {
 
@@ -42,11 +42,13 @@ model::OptimizerConfig optimizer_config(const JobSpec& spec) {
 }
 
 std::vector<double> stage_costs(const JobSpec& spec) {
-  const model::ModelConfig c = model_config(spec);
-  std::vector<double> out;
-  for (int64_t s = 0; s < spec.pipeline.stages; ++s)
-    out.push_back(model::stage_flops_per_sample(c, s == 0, s + 1 == spec.pipeline.stages));
-  return out;
+  planner::StageShape shape;
+  shape.vocab_size = spec.model.vocab_size;
+  shape.hidden_size = spec.model.hidden_size;
+  shape.layers_per_stage = spec.model.layers_per_stage;
+  shape.sequence_length = spec.model.sequence_length;
+  shape.mlp_ratio = spec.model.mlp_ratio;
+  return planner::stage_costs(shape, spec.pipeline.stages);
 }
 
 uint64_t stage_seed(const JobSpec& spec) { return spec.training.seed; }

@@ -16,7 +16,7 @@ model::OptimizerConfig optimizer_config(const JobSpec& spec);
 // Seed of stage `stage`'s initial parameters: every peer of a stage derives the same one.
 uint64_t stage_seed(const JobSpec& spec);
 
-// Relative compute cost per sample of each stage (forward FLOPs, model/flops.h), for the
+// Relative compute cost per sample of each stage (forward FLOPs, planner/flops.h), for the
 // rebalancer's estimate of a moved peer's speed on its new stage.
 std::vector<double> stage_costs(const JobSpec& spec);
 

@@ -1,8 +1,8 @@
-#include "worker/model/flops.h"
+#include "planner/flops.h"
 
-namespace swarm::model {
+namespace swarm::planner {
 
-double stage_flops_per_sample(const ModelConfig& c, bool /*first*/, bool last) {
+double stage_flops_per_sample(const StageShape& c, bool last) {
   const double H = static_cast<double>(c.hidden_size);
   const double T = static_cast<double>(c.sequence_length);
   const double V = static_cast<double>(c.vocab_size);
@@ -13,4 +13,10 @@ double stage_flops_per_sample(const ModelConfig& c, bool /*first*/, bool last) {
   return flops;
 }
 
-}  // namespace swarm::model
+std::vector<double> stage_costs(const StageShape& shape, int64_t stages) {
+  std::vector<double> out;
+  for (int64_t s = 0; s < stages; ++s) out.push_back(stage_flops_per_sample(shape, s + 1 == stages));
+  return out;
+}
+
+}  // namespace swarm::planner
