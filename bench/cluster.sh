@@ -11,6 +11,12 @@
 #                                        spot reclaim every PERIOD seconds (default 60) for MINUTES:
 #                                        the ratio, and the ratio per worker-second (capacity-adjusted:
 #                                        divided by the mean number of Ready workers)
+#   bench/cluster.sh eval [STEPS] [PERIOD]
+#                                        eval loss at equal steps: the job run to STEPS optimizer
+#                                        steps (default 3000) undisturbed, then again from scratch
+#                                        with a spot reclaim every PERIOD seconds (default 60); each
+#                                        run's eval loss (its trainer's evaluation after the last
+#                                        step, from the trainer pod's log) and their ratio
 # Uses a running cluster (cluster.sh up) with the chart installed, or installs it; runs
 # examples/local-cluster.yaml as `bench-lm` and deletes it at the end. Leaves the cluster up.
 set -uo pipefail
@@ -37,7 +43,12 @@ if ! "$HELM" status swarm-operator -n $OPNS >/dev/null 2>&1; then
     --set progress.periodSeconds=2 --wait --timeout 180s >/dev/null
 fi
 k apply -f examples/local-cluster-checkpoints.yaml >/dev/null
-sed "s/^  name: local-lm$/  name: $JOB/" examples/local-cluster.yaml | k apply -f - >/dev/null
+# The job: examples/local-cluster.yaml as $JOB; `eval` stops it at STEPS (maxSteps).
+MAXSTEPS=100000
+[ "$MODE" = eval ] && MAXSTEPS=${2:-3000}
+apply_job() { sed -e "s/^  name: local-lm$/  name: $JOB/" -e "s/^    maxSteps: 100000 .*/    maxSteps: $MAXSTEPS/" \
+  examples/local-cluster.yaml | k apply -f - >/dev/null; }
+apply_job
 trap 'k delete swarmjob $JOB --wait=false >/dev/null 2>&1; for n in $(k get nodes -o name); do k taint "$n" cloud.google.com/impending-node-termination- >/dev/null 2>&1; done' EXIT
 status() { k get swarmjob $JOB -o jsonpath="{.status.$1}" 2>/dev/null; }
 step_at_least() { local s; s=$(status step); [ -n "$s" ] && [ "${s%.*}" -ge "$1" ]; }
@@ -104,5 +115,34 @@ case $MODE in
     awk -v b="$base" -v c="$churn" -v wb="$wb" -v wc="$wc" 'BEGIN{
       printf "churn/undisturbed samples/s: %.3f; capacity-adjusted (per Ready worker): %.3f\n", c/b, (c/wc)/(b/wb)}'
     ;;
-  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD]" >&2; exit 2 ;;
+  eval)
+    period=${3:-60}
+    trainer_done() { [ "$(k get pods -l swarm-operator.io/job=$JOB,swarm-operator.io/role=trainer -o jsonpath='{.items[*].status.phase}')" = Succeeded ]; }
+    eval_loss() { # the mean of the trainers' "eval X" (swarm trainer's last log line)
+      k logs -l swarm-operator.io/job=$JOB,swarm-operator.io/role=trainer --tail=50 \
+        | sed -n 's/.* eval \([0-9.]*\).*/\1/p' | awk '{s+=$1; n++} END{if(n) printf "%.4f\n", s/n}'; }
+    run_to_end() { # PERIOD (0: undisturbed): waits for the trainer to finish, reclaiming every PERIOD s
+      local per=$1 next=$(( $(date +%s) + $1 )) end=$(( $(date +%s) + 3600 ))
+      until trainer_done; do
+        [ "$(date +%s)" -lt "$end" ] || { log "the trainer did not finish within an hour"; return 1; }
+        if [ "$per" -gt 0 ] && [ "$(date +%s)" -ge "$next" ]; then
+          (reclaim_once >/dev/null 2>&1 &) ; next=$(( next + per ))
+        fi
+        sleep 2
+      done
+    }
+    t0=$(now); run_to_end 0 || exit 1
+    base=$(eval_loss); log "undisturbed: $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $base"
+    k delete swarmjob $JOB --wait=true --timeout=180s >/dev/null
+    wait_until 180 "the first run's pods gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB -o name)\" ]" || exit 1
+    rm -rf "$(dirname "$KUBECONFIG")/shared/$JOB"   # the first run's checkpoints (the claim's folder of the job)
+    apply_job
+    wait_until 300 "first step" step_at_least 1 || exit 1
+    wait_until 120 "settled" settled || exit 1
+    t0=$(now); run_to_end "$period" || exit 1
+    churned=$(eval_loss); log "reclaim every ${period}s: $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $churned"
+    awk -v b="$base" -v c="$churned" -v n="$MAXSTEPS" 'BEGIN{
+      printf "eval loss at %d steps: undisturbed %.4f, reclaim every '"$period"' s %.4f, ratio %.4f\n", n, b, c, c/b}'
+    ;;
+  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD] | eval [STEPS] [PERIOD]" >&2; exit 2 ;;
 esac
