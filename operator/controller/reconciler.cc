@@ -1,12 +1,12 @@
 #include "operator/controller/reconciler.h"
 
-#include <openssl/rand.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <set>
 #include <type_traits>
 
+#include "common/random_token.h"
 #include "operator/controller/capacity_facts.h"
 #include "operator/controller/job_status.h"
 #include "operator/controller/manifests.h"
@@ -27,18 +27,6 @@ using planner::PoolInfo;
 using planner::WorkerState;
 using planner::plan_workers;
 using planner::to_string;
-
-std::string random_token() {
-  unsigned char buf[32];
-  if (RAND_bytes(buf, sizeof(buf)) != 1) throw std::runtime_error("RAND_bytes failed");
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : buf) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
-}
 
 std::string label_of(const json& pod, const char* key) {
   auto labels = pod["metadata"].value("labels", json::object());
@@ -127,7 +115,7 @@ void Reconciler::ensure_support_objects(const SwarmJob& job) {
   if (job.spec.secret.secret_ref_name.empty()) {
     const std::string path = kube::resource_path("v1", ns, "secrets");
     if (!client_.get_if_exists(path + "/" + secret_name(job.name))) {
-      ensure(path, secret_name(job.name), data_plane_secret(job, random_token()), false);
+      ensure(path, secret_name(job.name), data_plane_secret(job, random_hex_token()), false);
       record(job, "Normal", "SecretCreated", "data-plane secret " + secret_name(job.name) + " created");
     }
   }

@@ -2,6 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "worker/data/text_dataset.h"
@@ -10,6 +13,8 @@
 #include "worker/model/stage.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/job_model.h"
+#include "worker/swarm/local_launcher.h"
+#include "worker/swarm/local_report.h"
 
 namespace swarm::runtime {
 
@@ -155,6 +160,24 @@ TrainerReport run_single_process(const JobSpec& spec, const BaselineOptions& opt
   if (!stop) report.eval_loss = run.evaluate();
   thin_loss_curve(report);
   return report;
+}
+
+int run_local_baseline(const LocalOptions& o, const JobSpec& spec, int64_t max_steps, double started,
+                 const std::atomic<bool>& stop) {
+  const bool tty = o.progress && ::isatty(1);
+  BaselineOptions bo;
+  bo.max_steps = max_steps;
+  bo.max_seconds = o.max_seconds;
+  bo.threads = o.threads_per_worker;
+  if (o.progress) bo.on_progress = [&](const TrainerReport& r) { show(r.to_json(), max_steps, tty, false); };
+  auto report = run_single_process(spec, bo, stop).to_json();
+  if (o.progress) show(report, max_steps, tty, true);
+  auto summary = make_summary(report, "single-process", now_seconds() - started);
+  summary.erase("loss_curve");
+  summary.erase("progress");
+  write_summary(o.summary_path, make_summary(report, "single-process", now_seconds() - started));
+  std::printf("%s\n", summary.dump(2).c_str());
+  return stop ? 130 : 0;
 }
 
 }  // namespace swarm::runtime

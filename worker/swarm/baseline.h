@@ -21,4 +21,11 @@ struct BaselineOptions {
 TrainerReport run_single_process(const JobSpec& spec, const BaselineOptions& options,
                                  const std::atomic<bool>& stop);
 
+struct LocalOptions;
+
+// `swarm local --baseline single-process`: run_single_process with the progress line and the
+// summary of `swarm local` (mode "single-process"); returns the exit status (130 when stopped).
+int run_local_baseline(const LocalOptions& options, const JobSpec& spec, int64_t max_steps, double started,
+                       const std::atomic<bool>& stop);
+
 }  // namespace swarm::runtime

@@ -1,6 +1,5 @@
 #include "worker/swarm/local_launcher.h"
 
-#include <openssl/rand.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +22,8 @@
 #include "worker/swarm/baseline.h"
 #include "worker/swarm/clock.h"
 #include "common/ports.h"
+#include "common/random_token.h"
+#include "worker/swarm/local_report.h"
 #include "worker/swarm/preemption.h"
 
 namespace fs = std::filesystem;
@@ -44,18 +45,6 @@ struct Child {
   bool replaced = false;   // a registry that exited and was started again
   bool exited() const { return !proc.running(); }
 };
-
-std::string random_secret() {
-  unsigned char buf[32];
-  if (RAND_bytes(buf, sizeof(buf)) != 1) throw std::runtime_error("cannot generate a job secret");
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char c : buf) {
-    s += hex[c >> 4];
-    s += hex[c & 15];
-  }
-  return s;
-}
 
 // A registry that keeps exiting is not coming back: the run stops after this many restarts.
 constexpr int kMaxRegistryRestarts = 5;
@@ -81,101 +70,6 @@ void stop_children(std::vector<Child>& children, const std::string& role, double
       c.proc.kill();
     }
   }
-}
-
-std::string tail_of(const std::string& path, size_t lines) {
-  std::ifstream f(path);
-  std::vector<std::string> all;
-  for (std::string l; std::getline(f, l);) all.push_back(l);
-  std::string out;
-  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "    " + all[i] + "\n";
-  return out;
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return nullptr;
-  auto j = nlohmann::json::parse(f, nullptr, false);
-  return j.is_discarded() ? nullptr : j;
-}
-
-// Sums or averages the trainers' reports into one.
-nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
-  nlohmann::json m = {{"steps", 0}, {"samples", 0}, {"samples_per_second", 0.0}, {"loss_first", 0.0},
-                      {"loss_last", 0.0}, {"eval_loss", 0.0}, {"requests_retried", 0},
-                      {"microbatches_lost", 0}, {"samples_recomputed", 0}, {"train_seconds", 0.0},
-                      {"peers_per_stage", nlohmann::json::array()}, {"finished", true}};
-  int n = 0;
-  for (const auto& r : reports) {
-    if (!r.is_object()) continue;
-    ++n;
-    m["steps"] = std::max(m["steps"].get<int64_t>(), r.value("steps", int64_t{0}));
-    for (const char* k : {"samples", "requests_retried", "microbatches_lost", "samples_recomputed"})
-      m[k] = m[k].get<int64_t>() + r.value(k, int64_t{0});
-    m["samples_per_second"] = m["samples_per_second"].get<double>() + r.value("samples_per_second", 0.0);
-    for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() + r.value(k, 0.0);
-    m["train_seconds"] = std::max(m["train_seconds"].get<double>(), r.value("train_seconds", 0.0));
-    if (r.contains("peers_per_stage")) m["peers_per_stage"] = r["peers_per_stage"];
-    if (r.contains("loss_curve") && !m.contains("loss_curve")) m["loss_curve"] = r["loss_curve"];
-    if (r.contains("progress") && !m.contains("progress")) m["progress"] = r["progress"];
-    m["finished"] = m["finished"].get<bool>() && r.value("finished", false);
-  }
-  if (n > 0)
-    for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() / n;
-  if (n == 0) m["finished"] = false;
-  return m;
-}
-
-void show(const nlohmann::json& r, int64_t max_steps, bool tty, bool final_line) {
-  std::ostringstream line;
-  line << "step " << r.value("steps", int64_t{0}) << "/" << max_steps << "  loss "
-       << fmt::format("{:.4f}", r.value("loss_last", 0.0)) << "  samples/s "
-       << fmt::format("{:.1f}", r.value("samples_per_second", 0.0)) << "  samples "
-       << r.value("samples", int64_t{0}) << "  peers/stage " << r.value("peers_per_stage", nlohmann::json::array()).dump()
-       << "  retried " << r.value("requests_retried", int64_t{0});
-  if (tty) {
-    std::printf("\r\033[K%s%s", line.str().c_str(), final_line ? "\n" : "");
-  } else {
-    std::printf("%s\n", line.str().c_str());
-  }
-  std::fflush(stdout);
-}
-
-}  // namespace
-
-nlohmann::json make_summary(const nlohmann::json& report, const std::string& mode, double wall_seconds) {
-  nlohmann::json s = report;
-  s["mode"] = mode;
-  s["wall_seconds"] = wall_seconds;
-  return s;
-}
-
-namespace {
-
-void write_summary(const std::string& path, const nlohmann::json& summary) {
-  if (path.empty()) return;
-  std::ofstream f(path, std::ios::trunc);
-  f << summary.dump(2) << "\n";
-  if (!f) throw std::runtime_error("cannot write summary " + path);
-}
-
-// `--baseline single-process`: the whole model in this process, no children.
-int run_baseline(const LocalOptions& o, const JobSpec& spec, int64_t max_steps, double started,
-                 const std::atomic<bool>& stop) {
-  const bool tty = o.progress && ::isatty(1);
-  BaselineOptions bo;
-  bo.max_steps = max_steps;
-  bo.max_seconds = o.max_seconds;
-  bo.threads = o.threads_per_worker;
-  if (o.progress) bo.on_progress = [&](const TrainerReport& r) { show(r.to_json(), max_steps, tty, false); };
-  auto report = run_single_process(spec, bo, stop).to_json();
-  if (o.progress) show(report, max_steps, tty, true);
-  auto summary = make_summary(report, "single-process", now_seconds() - started);
-  summary.erase("loss_curve");
-  summary.erase("progress");
-  write_summary(o.summary_path, make_summary(report, "single-process", now_seconds() - started));
-  std::printf("%s\n", summary.dump(2).c_str());
-  return stop ? 130 : 0;
 }
 
 // One `swarm local` run of the swarm: its child processes, the supervision loop's state and the
@@ -260,7 +154,7 @@ class LocalRun {
 // inherit it).
 void LocalRun::ensure_secret() {
   const char* env_secret = std::getenv(spec_.secret.env.c_str());
-  if (!env_secret || !*env_secret) ::setenv(spec_.secret.env.c_str(), random_secret().c_str(), 1);
+  if (!env_secret || !*env_secret) ::setenv(spec_.secret.env.c_str(), random_hex_token().c_str(), 1);
 }
 
 // The log folder, the worker count, torch threads per worker and the registry's address.
@@ -682,7 +576,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   }
   const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
   const double started = now_seconds();
-  if (o.baseline == "single-process") return run_baseline(o, spec, max_steps, started, stop);
+  if (o.baseline == "single-process") return run_local_baseline(o, spec, max_steps, started, stop);
   if (!o.baseline.empty())
     throw std::invalid_argument("--baseline: must be single-process, got \"" + o.baseline + "\"");
   return LocalRun(o, spec, stop, max_steps, started).run();
