@@ -58,7 +58,7 @@ double StageRouter::unmeasured_cost() const {
 }
 
 void StageRouter::set_peers(const std::vector<std::string>& peer_ids, double now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   observe(now);
 
   // New peers start at the smallest virtual time among the peers that stay, so they are tried
@@ -92,7 +92,7 @@ void StageRouter::set_peers(const std::vector<std::string>& peer_ids, double now
 
 std::optional<std::string> StageRouter::pick_peer(Op op, int64_t samples, double now,
                                                   const std::vector<std::string>& exclude) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   observe(now);
   if (samples < 1) samples = 1;
 
@@ -140,7 +140,7 @@ std::optional<std::string> StageRouter::pick_peer(Op op, int64_t samples, double
 
 void StageRouter::report_success(const std::string& peer, Op op, int64_t samples, double seconds,
                                  double now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   observe(now);
   Peer* p = find(peer);
   if (!p) return;
@@ -158,7 +158,7 @@ void StageRouter::report_success(const std::string& peer, Op op, int64_t samples
 }
 
 void StageRouter::report_failure(const std::string& peer, double now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   observe(now);
   Peer* p = find(peer);
   if (!p) return;
@@ -171,7 +171,7 @@ void StageRouter::report_failure(const std::string& peer, double now) {
 }
 
 std::vector<PeerStats> StageRouter::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   std::vector<PeerStats> out;
   out.reserve(peers_.size());
   for (const auto& p : peers_) {
@@ -188,7 +188,7 @@ std::vector<PeerStats> StageRouter::stats() const {
 }
 
 size_t StageRouter::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return peers_.size();
 }
 

@@ -15,10 +15,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "common/thread_annotations.h"
 
 namespace swarm::planner {
 
@@ -47,23 +48,24 @@ class StageRouter {
 
   // Replaces the peer set: peers still present keep their stats, new ones are added (virtual time
   // = the current minimum, so they are tried promptly), gone ones are dropped. Duplicates ignored.
-  void set_peers(const std::vector<std::string>& peer_ids, double now);
+  void set_peers(const std::vector<std::string>& peer_ids, double now) EXCLUDES(mu_);
 
   // The peer that should serve `samples` samples of `op`, never one in `exclude`. Banned peers are
   // skipped unless every non-excluded peer is banned; then the one whose ban ends first is
   // returned. nullopt only when every peer is excluded (or there are none).
   std::optional<std::string> pick_peer(Op op, int64_t samples, double now,
-                                       const std::vector<std::string>& exclude = {});
+                                       const std::vector<std::string>& exclude = {}) EXCLUDES(mu_);
 
   // A request to `peer` for `samples` samples took `seconds` (round trip, queueing included).
   // Updates the EMA and resets the ban doubling. Unknown peers are ignored.
-  void report_success(const std::string& peer, Op op, int64_t samples, double seconds, double now);
+  void report_success(const std::string& peer, Op op, int64_t samples, double seconds, double now)
+      EXCLUDES(mu_);
 
   // A request to `peer` failed (error, timeout, refused): ban it for a doubling duration.
-  void report_failure(const std::string& peer, double now);
+  void report_failure(const std::string& peer, double now) EXCLUDES(mu_);
 
-  std::vector<PeerStats> stats() const;  // in set_peers order
-  size_t size() const;
+  std::vector<PeerStats> stats() const EXCLUDES(mu_);  // in set_peers order
+  size_t size() const EXCLUDES(mu_);
   const RouterOptions& options() const { return options_; }
 
  private:
@@ -79,15 +81,15 @@ class StageRouter {
     double banned_until = 0;
   };
 
-  Peer* find(const std::string& id);
-  double unmeasured_cost() const;  // median EMA of measured peers, or 1
-  void observe(double now);
+  Peer* find(const std::string& id) REQUIRES(mu_);
+  double unmeasured_cost() const REQUIRES(mu_);  // median EMA of measured peers, or 1
+  void observe(double now) REQUIRES(mu_);
 
   RouterOptions options_;
-  mutable std::mutex mu_;
-  std::vector<Peer> peers_;
-  double system_vtime_ = 0;   // virtual time of the latest pick (start-time fair queueing)
-  double latest_now_ = 0;     // the latest clock value seen; used by stats()
+  mutable swarm::Mutex mu_;
+  std::vector<Peer> peers_ GUARDED_BY(mu_);
+  double system_vtime_ GUARDED_BY(mu_) = 0;  // virtual time of the latest pick (start-time fair queueing)
+  double latest_now_ GUARDED_BY(mu_) = 0;    // the latest clock value seen; used by stats()
 };
 
 }  // namespace swarm::planner

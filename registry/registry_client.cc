@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <fstream>
-#include <mutex>
 #include <utility>
 
 #include <cpprest/http_client.h>
 
+#include "common/thread_annotations.h"
 #include "registry/wire.h"
 
 namespace swarm::registry {
@@ -44,22 +44,22 @@ RegistryError::RegistryError(const std::string& message, int status)
 struct RegistryClient::Impl {
   std::string address_file;  // "" unless constructed with "file:PATH"
   http_client_config config;
-  std::mutex mu;
-  std::string base;                     // guarded by mu
-  std::shared_ptr<http_client> client;  // guarded by mu
+  swarm::Mutex mu;
+  std::string base GUARDED_BY(mu);
+  std::shared_ptr<http_client> client GUARDED_BY(mu);
 
-  std::pair<std::string, std::shared_ptr<http_client>> current() {
-    std::lock_guard<std::mutex> lk(mu);
+  std::pair<std::string, std::shared_ptr<http_client>> current() EXCLUDES(mu) {
+    swarm::MutexLock lk(mu);
     return {base, client};
   }
   // Points the client at `url`; throws std::invalid_argument if it is not an http(s) URL.
-  void use(std::string url) {
+  void use(std::string url) EXCLUDES(mu) {
     while (!url.empty() && url.back() == '/') url.pop_back();
     web::uri uri(url);
     if ((uri.scheme() != "http" && uri.scheme() != "https") || uri.host().empty())
       throw std::invalid_argument("not an http(s) URL");
     auto c = std::make_shared<http_client>(uri, config);
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     base = url;
     client = std::move(c);
   }

@@ -10,13 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <utility>
 
 #include <cpprest/http_listener.h>
 #include <spdlog/spdlog.h>
+
+#include "common/thread_annotations.h"
 
 namespace swarm::registry {
 namespace {
@@ -28,13 +29,13 @@ using web::http::experimental::listener::http_listener;
 // Ports held by RegistryServers of this process. cpprest keeps one process-wide table of
 // listening host:port pairs, and a failed open() of a port already listened on in-process tears
 // down the listener that holds it; so in-process conflicts are refused before cpprest sees them.
-std::mutex& ports_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::set<int>& ports_in_use() {
-  static std::set<int> ports;
-  return ports;
+struct PortsInUse {
+  swarm::Mutex mu;
+  std::set<int> ports GUARDED_BY(mu);
+};
+PortsInUse& ports_in_use() {
+  static PortsInUse table;
+  return table;
 }
 
 std::string bracketed(const std::string& host) {
@@ -149,11 +150,12 @@ void RegistryServer::start() {
   const bool pick = impl_->port == 0;
   const int tries = pick ? 20 : 1;
   std::string last_error;
-  std::lock_guard<std::mutex> lock(ports_mutex());
+  PortsInUse& in_use = ports_in_use();
+  swarm::MutexLock lock(in_use.mu);
   for (int i = 0; i < tries; ++i) {
     const int port = pick ? probe_free_port(impl_->host) : impl_->port;
     const std::string url = "http://" + bracketed(impl_->host) + ":" + std::to_string(port) + "/";
-    if (ports_in_use().count(port)) {
+    if (in_use.ports.count(port)) {
       last_error = url + ": port already served by a registry in this process";
       continue;
     }
@@ -164,7 +166,7 @@ void RegistryServer::start() {
       listener->open().wait();
       impl_->listener = std::move(listener);
       impl_->port = port;
-      ports_in_use().insert(port);
+      in_use.ports.insert(port);
       spdlog::info("registry: listening on {}", url);
       return;
     } catch (const std::exception& e) {
@@ -182,8 +184,9 @@ void RegistryServer::stop() {
   } catch (const std::exception& e) {
     spdlog::warn("registry: close failed: {}", e.what());
   }
-  std::lock_guard<std::mutex> lock(ports_mutex());
-  ports_in_use().erase(impl_->port);
+  PortsInUse& in_use = ports_in_use();
+  swarm::MutexLock lock(in_use.mu);
+  in_use.ports.erase(impl_->port);
 }
 
 int RegistryServer::port() const { return impl_->port; }

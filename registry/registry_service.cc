@@ -265,7 +265,7 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
 // --- Handlers ------------------------------------------------------------------------------------
 
 HttpReply RegistryService::get_metrics(const Request&) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   RegistryMetrics::Census census;
   for (const auto& p : peers_.live(t)) census[{p.role, p.stage, p.state}]++;
@@ -324,7 +324,7 @@ bool valid_event_kind(const std::string& k) {
 
 HttpReply RegistryService::list_peers(const Request& req) {
   const auto [role, stage] = peer_filters(req.query);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   expire_locked(t);
   const double unix_now =
@@ -336,7 +336,7 @@ HttpReply RegistryService::list_peers(const Request& req) {
 
 HttpReply RegistryService::put_peer(const Request& req) {
   planner::PeerRecord rec = wire::peer_from_json(wire::parse_object(req.body), req.peer_id);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   expire_locked(t);
   const bool worker = rec.role == "worker";
@@ -362,7 +362,7 @@ HttpReply RegistryService::delete_peer(const Request& req) {
   // ?settled=true: the peer itself leaves and has handed off (or counted) its gradient.
   // Otherwise someone withdraws a dead peer: what it held is lost (lose_locked).
   const bool settled = settled_flag(req.query);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   assignments_.erase(req.peer_id);
   if (!settled) {
     if (auto rec = peers_.stored(req.peer_id)) lose_locked(*rec);
@@ -377,7 +377,7 @@ HttpReply RegistryService::post_event(const Request& req) {
     throw BadField("kind", "must be 1-64 characters of [a-z0-9_]",
                    j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
   const int64_t count = wire::get_int(j, "count", 0, kMaxRound);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   count_event_locked(j.at("kind").get<std::string>(), count);
   return reply(200, json::object());
 }
@@ -392,7 +392,7 @@ HttpReply RegistryService::post_failure(const Request& req) {
   const int64_t step = wire::get_int(j, "step", 0, kMaxRound);
   std::string message = j.contains("message") && j.at("message").is_string() ? j.at("message").get<std::string>() : "";
   if (message.size() > 1024) message = message.substr(0, 1024);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const std::string reason = j.at("reason").get<std::string>();
   if (reason == "StageReset") {
     ++stage_resets_;
@@ -408,7 +408,7 @@ HttpReply RegistryService::post_failure(const Request& req) {
 }
 
 HttpReply RegistryService::get_stats(const Request&) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   json stage_rounds = json::object();
   for (int st = 0; st < options_.num_stages; ++st)
     stage_rounds[std::to_string(st)] = std::max<int64_t>(0, rounds_.newest_round(st));
@@ -440,7 +440,7 @@ HttpReply RegistryService::post_progress(const Request& req) {
   const int64_t target = wire::get_int(j, "target", 1, kMaxRound);
   const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxRound, samples);
   const int64_t dropped = wire::get_int_or(j, "dropped", 0, kMaxRound, 0);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   if (dropped > 0) count_dropped_locked(peer, req.stage, req.round, dropped);
   last_progress_[peer] = {req.stage, req.round};
@@ -458,7 +458,7 @@ HttpReply RegistryService::post_join(const Request& req) {
   const json j = wire::parse_object(req.body);
   const planner::Member m = wire::member_from_json(j);
   const double gather = wire::get_number(j, "gatherSeconds", 0, kMaxGatherSeconds);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   // A join is a report of the round too: a registry restarted a moment ago may hear of the job's
   // rounds first through one (membership_known_locked).
@@ -471,7 +471,7 @@ HttpReply RegistryService::post_join(const Request& req) {
 }
 
 HttpReply RegistryService::get_group(const Request& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const double t = now();
   return reply(200, wire::to_json(rounds_.group(req.stage, req.round, req.attempt, peers_, t,
                                                 membership_known_locked(t))));

@@ -52,7 +52,6 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -63,6 +62,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/thread_annotations.h"
 #include "planner/peer_table.h"
 #include "planner/rebalance.h"
 #include "planner/round_book.h"
@@ -95,7 +95,7 @@ class RegistryService {
 
   // `path` and `query` are as received (percent-encoded); `query` excludes the '?'.
   HttpReply handle(const std::string& method, const std::string& path, const std::string& query,
-                   const std::string& body);
+                   const std::string& body) EXCLUDES(mu_);
 
  private:
   // One request, with the parameters its route's path pattern captures (parsed and checked).
@@ -127,55 +127,54 @@ class RegistryService {
   static void bind(const std::vector<std::string>& pattern, const std::vector<std::string>& seg, Request& req);
 
   // The handlers, one per route. Each takes mu_ itself, after validating its input.
-  HttpReply get_metrics(const Request& req);
-  HttpReply get_healthz(const Request& req);
-  HttpReply list_peers(const Request& req);
-  HttpReply put_peer(const Request& req);
-  HttpReply delete_peer(const Request& req);
-  HttpReply post_event(const Request& req);
-  HttpReply post_failure(const Request& req);
-  HttpReply get_stats(const Request& req);
-  HttpReply post_progress(const Request& req);
-  HttpReply post_join(const Request& req);
-  HttpReply get_group(const Request& req);
+  HttpReply get_metrics(const Request& req) EXCLUDES(mu_);
+  HttpReply get_healthz(const Request& req) EXCLUDES(mu_);
+  HttpReply list_peers(const Request& req) EXCLUDES(mu_);
+  HttpReply put_peer(const Request& req) EXCLUDES(mu_);
+  HttpReply delete_peer(const Request& req) EXCLUDES(mu_);
+  HttpReply post_event(const Request& req) EXCLUDES(mu_);
+  HttpReply post_failure(const Request& req) EXCLUDES(mu_);
+  HttpReply get_stats(const Request& req) EXCLUDES(mu_);
+  HttpReply post_progress(const Request& req) EXCLUDES(mu_);
+  HttpReply post_join(const Request& req) EXCLUDES(mu_);
+  HttpReply get_group(const Request& req) EXCLUDES(mu_);
 
-  // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics. REQUIRES: mu_ held.
-  void count_event_locked(const std::string& kind, int64_t count);
+  // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics.
+  void count_event_locked(const std::string& kind, int64_t count) REQUIRES(mu_);
   // Counts `dropped` samples of `peer`'s gradient of (stage, round) as "samples_lost", less what
-  // was counted already when it expired. REQUIRES: mu_ held.
-  void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped);
+  // was counted already when it expired.
+  void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped) REQUIRES(mu_);
   double now() const;
-  void maybe_rebalance(double t);  // REQUIRES: mu_ held
-  // Drops expired peers, counting what dead workers held (lose_locked). REQUIRES: mu_ held.
-  void expire_locked(double t);
+  void maybe_rebalance(double t) REQUIRES(mu_);
+  // Drops expired peers, counting what dead workers held (lose_locked).
+  void expire_locked(double t) REQUIRES(mu_);
   // A worker is gone without settling: its unaveraged samples count as "samples_lost" and it
-  // counts in "peers_lost". REQUIRES: mu_ held.
-  void lose_locked(const planner::PeerRecord& rec);
+  // counts in "peers_lost".
+  void lose_locked(const planner::PeerRecord& rec) REQUIRES(mu_);
   // False while this registry may not have heard every live peer: it was started (restarted)
   // mid-run, the job being past step 0, less than one peer expiry ago. Until then a group is
   // complete only when its gather window ends: a peer not yet re-announced is not left out.
-  // REQUIRES: mu_ held.
-  bool membership_known_locked(double t) const;
+  bool membership_known_locked(double t) const REQUIRES(mu_);
 
   RegistryOptions options_;  // set in the constructor, read-only after: no lock
   // mu_ guards every member below. Handlers validate their input without it, then hold it for the
   // rest of the request; the *_locked helpers and maybe_rebalance expect it held.
-  std::mutex mu_;
-  planner::PeerTable peers_;
-  PeerListing listing_;  // the text of every record in peers_ (peer_listing.h): changed with it
-  std::unique_ptr<RegistryMetrics> metrics_;  // the object is fixed; its contents guarded by mu_
-  planner::RoundBook rounds_;
-  std::unique_ptr<planner::Rebalancer> rebalancer_;
-  std::map<std::string, int> assignments_;  // worker -> stage it was told to move to
-  int64_t rebalance_moves_ = 0;
-  double started_at_ = 0;
-  std::map<std::string, int64_t> events_;
-  std::map<int, int64_t> stage_round_high_;  // newest round any peer reported progress in, per stage
-  nlohmann::json failure_;                   // null while healthy; the first failure reported
-  int64_t stage_resets_ = 0;
-  std::map<std::string, std::pair<int, int64_t>> last_progress_;  // peer -> (stage, round) it last reported
+  swarm::Mutex mu_;
+  planner::PeerTable peers_ GUARDED_BY(mu_);
+  PeerListing listing_ GUARDED_BY(mu_);  // the text of every record in peers_ (peer_listing.h): changed with it
+  std::unique_ptr<RegistryMetrics> metrics_ PT_GUARDED_BY(mu_);  // the object is fixed; its contents guarded by mu_
+  planner::RoundBook rounds_ GUARDED_BY(mu_);
+  std::unique_ptr<planner::Rebalancer> rebalancer_ PT_GUARDED_BY(mu_);
+  std::map<std::string, int> assignments_ GUARDED_BY(mu_);  // worker -> stage it was told to move to
+  int64_t rebalance_moves_ GUARDED_BY(mu_) = 0;
+  double started_at_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> events_ GUARDED_BY(mu_);
+  std::map<int, int64_t> stage_round_high_ GUARDED_BY(mu_);  // newest round any peer reported progress in, per stage
+  nlohmann::json failure_ GUARDED_BY(mu_);                   // null while healthy; the first failure reported
+  int64_t stage_resets_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, round) it last reported
   // peer -> (stage, round, samples) counted lost when it expired
-  std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_;
+  std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::registry

@@ -100,14 +100,14 @@ void OperatorMetrics::set_relists(const std::string& resource, double total) {
 }
 
 void OperatorMetrics::set_job(const std::string& key, const std::string& phase, const std::map<WorkerKey, int>& w) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   job_phase_[key] = phase;
   job_workers_[key] = w;
   refresh_locked();
 }
 
 void OperatorMetrics::forget_job(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   job_phase_.erase(key);
   job_workers_.erase(key);
   refresh_locked();

@@ -22,9 +22,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
+
+#include "common/thread_annotations.h"
 
 namespace swarm::op {
 
@@ -50,11 +51,12 @@ class OperatorMetrics {
 
   // Per-job views; the exported gauges are the sums over jobs (a deleted job: forget_job).
   using WorkerKey = std::tuple<std::string, int, std::string>;  // pool, stage, phase
-  void set_job(const std::string& job_key, const std::string& phase, const std::map<WorkerKey, int>& workers);
-  void forget_job(const std::string& job_key);
+  void set_job(const std::string& job_key, const std::string& phase, const std::map<WorkerKey, int>& workers)
+      EXCLUDES(mu_);
+  void forget_job(const std::string& job_key) EXCLUDES(mu_);
 
  private:
-  void refresh_locked();
+  void refresh_locked() REQUIRES(mu_);
   struct Endpoint;
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -73,11 +75,13 @@ class OperatorMetrics {
   prometheus::Family<prometheus::Gauge>* relists_;
   prometheus::Family<prometheus::Counter>* registry_reads_;
 
-  std::mutex mu_;
-  std::map<std::string, std::string> job_phase_;
-  std::map<std::string, std::map<WorkerKey, int>> job_workers_;
-  std::map<WorkerKey, prometheus::Gauge*> worker_gauges_;
-  std::map<std::string, prometheus::Gauge*> phase_gauges_;
+  // mu_ guards the per-job views and the gauges made from them (the other metrics are
+  // prometheus-cpp's own thread-safe objects).
+  swarm::Mutex mu_;
+  std::map<std::string, std::string> job_phase_ GUARDED_BY(mu_);
+  std::map<std::string, std::map<WorkerKey, int>> job_workers_ GUARDED_BY(mu_);
+  std::map<WorkerKey, prometheus::Gauge*> worker_gauges_ GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Gauge*> phase_gauges_ GUARDED_BY(mu_);
   std::unique_ptr<Endpoint> endpoint_;
 };
 

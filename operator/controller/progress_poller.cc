@@ -45,14 +45,14 @@ ProgressPoller::ProgressPoller(ProgressPollerOptions options, Targets targets, C
 ProgressPoller::~ProgressPoller() { stop(); }
 
 void ProgressPoller::start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   if (thread_.joinable() || stop_) return;
   thread_ = std::thread([this] { loop(); });
 }
 
 void ProgressPoller::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -60,7 +60,7 @@ void ProgressPoller::stop() {
 }
 
 std::optional<ProgressReading> ProgressPoller::latest(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = readings_.find(key);
   if (it == readings_.end()) return std::nullopt;
   return it->second;
@@ -78,7 +78,7 @@ void ProgressPoller::loop() {
     }
     {
       // Forget jobs no longer read (deleted, or not running); the status keeps their last figures.
-      std::lock_guard<std::mutex> lock(mu_);
+      swarm::MutexLock lock(mu_);
       std::map<std::string, std::string> keep;
       for (const auto& t : targets) keep[t.key] = t.uid;
       for (auto it = readings_.begin(); it != readings_.end();) {
@@ -92,8 +92,8 @@ void ProgressPoller::loop() {
       }
     }
     std::atomic<size_t> next{0};
-    auto stopping = [this] {
-      std::lock_guard<std::mutex> lock(mu_);
+    auto stopping = [this]() EXCLUDES(mu_) {
+      swarm::MutexLock lock(mu_);
       return stop_;
     };
     // stop() waits only for the requests in flight: no new one starts once it was called.
@@ -106,8 +106,8 @@ void ProgressPoller::loop() {
     work();
     for (auto& t : pool) t.join();
 
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, tick + period, [this] { return stop_; })) return;
+    swarm::MutexLock lock(mu_);
+    if (cv_.wait_until(mu_, tick + period, [this]() REQUIRES(mu_) { return stop_; })) return;
   }
 }
 
@@ -121,7 +121,7 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
         t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)));
     workers = client.peers();  // workers and trainers (their loss)
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      swarm::MutexLock lock(mu_);
       if (stop_) return;
     }
     stats = parse_registry_stats(client.stats());
@@ -138,7 +138,7 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
   if (observed_) observed_(r.ok ? "ok" : r.error_reason);
   bool notify = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     if (stop_) return;
     auto& uid = uids_[t.key];
     auto it = readings_.find(t.key);

@@ -13,15 +13,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "operator/controller/progress.h"
 
 namespace swarm::op {
@@ -55,25 +54,25 @@ class ProgressPoller {
   ProgressPoller(ProgressPollerOptions options, Targets targets, Changed changed, Observed observed = {});
   ~ProgressPoller();
 
-  void start();
-  void stop();
+  void start() EXCLUDES(mu_);
+  void stop() EXCLUDES(mu_);
 
   // The latest reading of a job, if it was read at all.
-  std::optional<ProgressReading> latest(const std::string& key) const;
+  std::optional<ProgressReading> latest(const std::string& key) const EXCLUDES(mu_);
 
  private:
-  void loop();
-  void poll_one(const ProgressTarget& t);
+  void loop() EXCLUDES(mu_);
+  void poll_one(const ProgressTarget& t) EXCLUDES(mu_);
 
   ProgressPollerOptions options_;
   Targets targets_;
   Changed changed_;
   Observed observed_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, ProgressReading> readings_;
-  std::map<std::string, std::string> uids_;
-  bool stop_ = false;
+  mutable swarm::Mutex mu_;
+  swarm::CondVar cv_;
+  std::map<std::string, ProgressReading> readings_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> uids_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

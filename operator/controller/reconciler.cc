@@ -106,7 +106,7 @@ void Reconciler::ensure(const std::string& collection, const std::string& name, 
 
 void Reconciler::ensure_support_objects(const SwarmJob& job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     auto it = ensured_.find(job.uid);
     if (it != ensured_.end() && it->second == std::to_string(job.generation)) return;
   }
@@ -123,7 +123,7 @@ void Reconciler::ensure_support_objects(const SwarmJob& job) {
   ensure(services, registry_service_name(job.name), registry_service(job), false);
   for (int s = 0; s < job.spec.pipeline.stages; ++s)
     ensure(services, stage_service_name(job.name, s), stage_service(job, s), false);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   ensured_[job.uid] = std::to_string(job.generation);
 }
 

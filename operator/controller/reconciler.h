@@ -49,7 +49,7 @@ class Reconciler {
   };
 
   void cleanup_deleted(const std::string& ns, const std::string& name);
-  void ensure_support_objects(const SwarmJob& job);
+  void ensure_support_objects(const SwarmJob& job) EXCLUDES(mu_);
   void ensure(const std::string& collection, const std::string& name, const kube::json& manifest,
               bool update_if_different);
   void write_status(const kube::json& job_obj, const SwarmJobStatus& status);
@@ -73,9 +73,8 @@ class Reconciler {
   OperatorMetrics& metrics_;
   World& world_;
   const ProgressPoller* progress_ = nullptr;
-  std::mutex mu_;
-  std::map<std::string, std::string> ensured_;
-  // job uid -> "generation" whose support objects exist
+  swarm::Mutex mu_;
+  std::map<std::string, std::string> ensured_ GUARDED_BY(mu_);  // job uid -> "generation" whose support objects exist
 };
 
 }  // namespace swarm::op

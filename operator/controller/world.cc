@@ -39,24 +39,24 @@ std::vector<std::string> World::nodes_with_notice() const {
 }
 
 void World::note_notice(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   notices_.emplace(key, Clock::now());
 }
 
 void World::clear_notice(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   notices_.erase(key);
 }
 
 double World::notice_age(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = notices_.find(key);
   if (it == notices_.end()) return 0;
   return std::chrono::duration<double>(Clock::now() - it->second).count();
 }
 
 void World::note_deleted(const std::string& pod_key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   const auto now = Clock::now();
   for (auto it = deleted_.begin(); it != deleted_.end();) {
     it = now - it->second > std::chrono::seconds(60) ? deleted_.erase(it) : std::next(it);
@@ -65,7 +65,7 @@ void World::note_deleted(const std::string& pod_key) {
 }
 
 bool World::recently_deleted(const std::string& pod_key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = deleted_.find(pod_key);
   return it != deleted_.end() && Clock::now() - it->second < std::chrono::seconds(60);
 }

@@ -6,11 +6,11 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "operator/controller/reclaim.h"
 #include "operator/kube/informer.h"
 #include "planner/capacity.h"
@@ -40,14 +40,14 @@ class World {
   std::vector<std::string> nodes_with_notice() const;
 
   // Notice bookkeeping: first time a notice on `key` (node name or ns/pod) was seen.
-  void note_notice(const std::string& key);
-  void clear_notice(const std::string& key);
+  void note_notice(const std::string& key) EXCLUDES(mu_);
+  void clear_notice(const std::string& key) EXCLUDES(mu_);
   // Seconds since the notice was first seen (0 when unknown).
-  double notice_age(const std::string& key) const;
+  double notice_age(const std::string& key) const EXCLUDES(mu_);
 
   // Pods we deleted moments ago, by uid (a name can come back as a new pod).
-  void note_deleted(const std::string& pod_uid);
-  bool recently_deleted(const std::string& pod_uid) const;
+  void note_deleted(const std::string& pod_uid) EXCLUDES(mu_);
+  bool recently_deleted(const std::string& pod_uid) const EXCLUDES(mu_);
 
   // Pods of one job (labels swarm-operator.io/job), from the cache.
   std::vector<kube::json> pods_of(const std::string& ns, const std::string& job) const;
@@ -56,9 +56,9 @@ class World {
 
  private:
   using Clock = std::chrono::steady_clock;
-  mutable std::mutex mu_;
-  std::map<std::string, Clock::time_point> notices_;
-  std::map<std::string, Clock::time_point> deleted_;
+  mutable swarm::Mutex mu_;
+  std::map<std::string, Clock::time_point> notices_ GUARDED_BY(mu_);
+  std::map<std::string, Clock::time_point> deleted_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::op

@@ -15,9 +15,9 @@ namespace http = web::http;
 struct Client::Impl {
   http::client::http_client_config config;
   std::unique_ptr<http::client::http_client> client;
-  std::mutex streams_mu;
-  std::map<int, pplx::cancellation_token_source> streams;
-  std::set<int> cancelled;  // cancel_stream before stream() registered: honoured on arrival
+  swarm::Mutex streams_mu;
+  std::map<int, pplx::cancellation_token_source> streams GUARDED_BY(streams_mu);
+  std::set<int> cancelled GUARDED_BY(streams_mu);  // cancel_stream before stream() registered: honoured on arrival
 };
 
 namespace {
@@ -91,7 +91,7 @@ Client::Client(KubeConfig cfg, ClientOptions options)
 }
 
 Client::~Client() {
-  std::lock_guard<std::mutex> lock(impl_->streams_mu);
+  swarm::MutexLock lock(impl_->streams_mu);
   for (auto& [id, cts] : impl_->streams) cts.cancel();
 }
 
@@ -100,7 +100,7 @@ void Client::throttle() {
   for (;;) {
     std::chrono::duration<double> wait{0};
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      swarm::MutexLock lock(mu_);
       auto now = std::chrono::steady_clock::now();
       tokens_ = std::min(options_.burst,
                          tokens_ + std::chrono::duration<double>(now - last_refill_).count() * options_.qps);
@@ -117,19 +117,19 @@ void Client::throttle() {
 
 void Client::count(const std::string& verb, int status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     ++counts_[verb];
   }
   if (on_request) on_request(verb, status);
 }
 
 std::map<std::string, std::uint64_t> Client::request_counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return counts_;
 }
 
 std::uint64_t Client::total_requests() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   std::uint64_t n = 0;
   for (auto& [v, c] : counts_) n += c;
   return n;
@@ -212,7 +212,7 @@ void Client::stream(const std::string& path_and_query,
                     std::chrono::seconds idle_timeout) {
   pplx::cancellation_token_source cts;
   {
-    std::lock_guard<std::mutex> lock(impl_->streams_mu);
+    swarm::MutexLock lock(impl_->streams_mu);
     if (impl_->cancelled.erase(stream_id)) return;
     impl_->streams[stream_id] = cts;
   }
@@ -220,7 +220,7 @@ void Client::stream(const std::string& path_and_query,
     Impl* impl;
     int id;
     ~Forget() {
-      std::lock_guard<std::mutex> lock(impl->streams_mu);
+      swarm::MutexLock lock(impl->streams_mu);
       impl->streams.erase(id);
     }
   } forget{impl_.get(), stream_id};
@@ -262,7 +262,7 @@ void Client::stream(const std::string& path_and_query,
 }
 
 void Client::cancel_stream(int stream_id) {
-  std::lock_guard<std::mutex> lock(impl_->streams_mu);
+  swarm::MutexLock lock(impl_->streams_mu);
   auto it = impl_->streams.find(stream_id);
   if (it != impl_->streams.end()) {
     it->second.cancel();

@@ -11,12 +11,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "common/thread_annotations.h"
 #include "operator/kube/config.h"
 
 namespace swarm::kube {
@@ -85,8 +85,8 @@ class Client {
 
   const KubeConfig& config() const { return cfg_; }
   // Requests sent, by verb (GET LIST WATCH POST PUT PATCH DELETE). Snapshot.
-  std::map<std::string, std::uint64_t> request_counts() const;
-  std::uint64_t total_requests() const;
+  std::map<std::string, std::uint64_t> request_counts() const EXCLUDES(mu_);
+  std::uint64_t total_requests() const EXCLUDES(mu_);
   // Called after each request with its verb (for metrics). Set before use.
   std::function<void(const std::string& verb, int status)> on_request;
 
@@ -94,17 +94,17 @@ class Client {
   struct Impl;
   json call(const std::string& method, const std::string& path, const std::string& body,
             const std::string& content_type, int* status_out = nullptr);
-  void throttle();
-  void count(const std::string& verb, int status);
+  void throttle() EXCLUDES(mu_);
+  void count(const std::string& verb, int status) EXCLUDES(mu_);
 
   KubeConfig cfg_;
   ClientOptions options_;
   std::unique_ptr<Impl> impl_;
   std::atomic<int> next_stream_id_{0};
-  mutable std::mutex mu_;
-  std::map<std::string, std::uint64_t> counts_;
-  double tokens_;
-  std::chrono::steady_clock::time_point last_refill_;
+  mutable swarm::Mutex mu_;
+  std::map<std::string, std::uint64_t> counts_ GUARDED_BY(mu_);
+  double tokens_ GUARDED_BY(mu_);  // the rate limiter's bucket (options_.qps, options_.burst)
+  std::chrono::steady_clock::time_point last_refill_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::kube

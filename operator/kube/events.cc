@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "operator/kube/time_format.h"
 
@@ -26,8 +27,8 @@ EventRecorder::EventRecorder(Client& client, std::string component, std::string 
 
 EventRecorder::~EventRecorder() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(2), [this] { return queue_.empty() && !busy_; });
+    swarm::MutexLock lock(mu_);
+    cv_.wait_for(mu_, std::chrono::seconds(2), [this]() REQUIRES(mu_) { return queue_.empty() && !busy_; });
     stop_ = true;
     cv_.notify_all();
   }
@@ -36,26 +37,26 @@ EventRecorder::~EventRecorder() {
 
 void EventRecorder::record(const ObjectRef& ref, const std::string& type, const std::string& reason,
                            const std::string& message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   if (queue_.size() > 10000) return;  // the API server is unreachable: drop rather than grow
   queue_.push_back({ref, type, reason, message});
   cv_.notify_all();
 }
 
 void EventRecorder::flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::seconds(30), [this] { return queue_.empty() && !busy_; });
+  swarm::MutexLock lock(mu_);
+  cv_.wait_for(mu_, std::chrono::seconds(30), [this]() REQUIRES(mu_) { return queue_.empty() && !busy_; });
 }
 
 std::uint64_t EventRecorder::written() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return written_;
 }
 
 void EventRecorder::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    cv_.wait(mu_, [this]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (stop_) return;
     Item item = std::move(queue_.front());
     queue_.pop_front();
@@ -77,19 +78,21 @@ void EventRecorder::write(const Item& item) {
   const auto now = std::chrono::system_clock::now();
   const std::string key = item.ref.uid + "|" + item.type + "|" + item.reason + "|" + item.message;
   const std::string ns = item.ref.namespace_.empty() ? "default" : item.ref.namespace_;
-  Seen* seen = nullptr;
+  // A copy of the repeat's entry: the patch below runs without mu_, and seen_ may be cleared.
+  std::optional<Seen> repeat;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     auto it = seen_.find(key);
     if (it != seen_.end() && std::chrono::steady_clock::now() - it->second.first < std::chrono::minutes(10)) {
-      seen = &it->second;
-      ++seen->count;
+      ++it->second.count;
+      repeat = it->second;
+    } else if (seen_.size() > 4096) {
+      seen_.clear();  // bounded memory; worst case a duplicate Event
     }
-    if (seen_.size() > 4096) seen_.clear();  // bounded memory; worst case a duplicate Event
   }
-  if (seen) {
-    client_.patch(resource_path("v1", ns, "events", seen->name),
-                  {{"count", seen->count}, {"lastTimestamp", format_time(now)}});
+  if (repeat) {
+    client_.patch(resource_path("v1", ns, "events", repeat->name),
+                  {{"count", repeat->count}, {"lastTimestamp", format_time(now)}});
     return;
   }
   char suffix[32];
@@ -115,7 +118,7 @@ void EventRecorder::write(const Item& item) {
       {"count", 1},
   };
   client_.create(resource_path("v1", ns, "events"), ev);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   seen_[key] = Seen{name, 1, std::chrono::steady_clock::now()};
 }
 

@@ -4,13 +4,12 @@
 // instead of creating another.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "operator/kube/client.h"
 
 namespace swarm::kube {
@@ -27,10 +26,10 @@ class EventRecorder {
 
   // type: "Normal" | "Warning"; reason: CamelCase.
   void record(const ObjectRef& ref, const std::string& type, const std::string& reason,
-              const std::string& message);
+              const std::string& message) EXCLUDES(mu_);
   // Waits until everything recorded so far is written (tests).
-  void flush();
-  std::uint64_t written() const;
+  void flush() EXCLUDES(mu_);
+  std::uint64_t written() const EXCLUDES(mu_);
 
  private:
   struct Item {
@@ -42,18 +41,18 @@ class EventRecorder {
     int count = 0;
     std::chrono::steady_clock::time_point first;
   };
-  void run();
-  void write(const Item& item);
+  void run() EXCLUDES(mu_);
+  void write(const Item& item) EXCLUDES(mu_);
 
   Client& client_;
   std::string component_, instance_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::uint64_t written_ = 0;
-  std::map<std::string, Seen> seen_;
+  mutable swarm::Mutex mu_;
+  swarm::CondVar cv_;
+  std::deque<Item> queue_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::uint64_t written_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

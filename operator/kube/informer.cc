@@ -55,26 +55,26 @@ void Informer::stop() {
   stop_ = true;
   client_.cancel_stream(stream_id_);
   {
-    std::lock_guard<std::mutex> lock(wait_mu_);
+    swarm::MutexLock lock(wait_mu_);
     wait_cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
 }
 
 bool Informer::wait_synced(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(wait_mu_);
-  return wait_cv_.wait_for(lock, timeout, [this] { return synced_.load() || stop_.load(); }) && synced_;
+  swarm::MutexLock lock(wait_mu_);
+  return wait_cv_.wait_for(wait_mu_, timeout, [this] { return synced_.load() || stop_.load(); }) && synced_;
 }
 
 std::optional<json> Informer::get(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = store_.find(key);
   if (it == store_.end()) return std::nullopt;
   return it->second;
 }
 
 std::vector<json> Informer::list() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   std::vector<json> out;
   out.reserve(store_.size());
   for (const auto& [k, v] : store_) out.push_back(v);
@@ -82,17 +82,17 @@ std::vector<json> Informer::list() const {
 }
 
 void Informer::for_each(const std::function<void(const json&)>& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   for (const auto& [k, v] : store_) fn(v);
 }
 
 size_t Informer::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return store_.size();
 }
 
 std::string Informer::resource_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return rv_;
 }
 
@@ -101,14 +101,14 @@ void Informer::upsert(const json& in) {
   slim(obj);
   if (options_.transform) options_.transform(obj);
   const std::string key = object_key(obj);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = store_.find(key);
   if (it != store_.end() && resource_version_number(it->second) >= resource_version_number(obj)) return;
   store_[key] = obj;
 }
 
 void Informer::forget_if_version(const std::string& key, std::uint64_t rv) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = store_.find(key);
   if (it != store_.end() && resource_version_number(it->second) <= rv) store_.erase(it);
 }
@@ -150,7 +150,7 @@ void Informer::relist() {
   // The difference to what handlers saw, as events: a relist after 410 must not hide a deletion.
   std::vector<std::pair<EventType, std::pair<json, std::optional<json>>>> events;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     for (auto& [k, obj] : fresh) {
       auto it = store_.find(k);
       if (it == store_.end()) {
@@ -168,7 +168,7 @@ void Informer::relist() {
   ++relists_;
   if (!synced_) {
     synced_ = true;
-    std::lock_guard<std::mutex> lock(wait_mu_);
+    swarm::MutexLock lock(wait_mu_);
     wait_cv_.notify_all();
   }
   for (auto& [t, objs] : events) emit(t, objs.first, objs.second ? &*objs.second : nullptr);
@@ -202,7 +202,7 @@ bool Informer::watch_once() {
       return false;
     }
     if (type == "BOOKMARK") {
-      std::lock_guard<std::mutex> lock(mu_);
+      swarm::MutexLock lock(mu_);
       rv_ = obj["metadata"].value("resourceVersion", rv_);
       return true;
     }
@@ -210,7 +210,7 @@ bool Informer::watch_once() {
     const std::string key = object_key(obj);
     std::optional<json> old;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      swarm::MutexLock lock(mu_);
       auto it = store_.find(key);
       if (it != store_.end()) old = it->second;
       if (type == "DELETED") {
@@ -253,8 +253,8 @@ void Informer::run() {
         continue;
       }
       spdlog::warn("informer {}: {} (retry in {:.1f} s)", options_.plural, e.what(), backoff);
-      std::unique_lock<std::mutex> lock(wait_mu_);
-      wait_cv_.wait_for(lock, std::chrono::duration<double>(backoff), [this] { return stop_.load(); });
+      swarm::MutexLock lock(wait_mu_);
+      wait_cv_.wait_for(wait_mu_, std::chrono::duration<double>(backoff), [this] { return stop_.load(); });
       backoff = std::min(30.0, backoff * 2);
     }
   }

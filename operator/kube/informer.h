@@ -10,15 +10,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "operator/kube/client.h"
 
 namespace swarm::kube {
@@ -58,48 +57,52 @@ class Informer {
 
   void add_handler(Handler h);  // before start()
   void start();
-  void stop();
+  void stop() EXCLUDES(wait_mu_);
   // True once the first list is in the cache.
-  bool wait_synced(std::chrono::milliseconds timeout);
+  bool wait_synced(std::chrono::milliseconds timeout) EXCLUDES(wait_mu_);
   bool synced() const { return synced_; }
 
-  std::optional<json> get(const std::string& key) const;
-  std::vector<json> list() const;
-  void for_each(const std::function<void(const json&)>& fn) const;
-  size_t size() const;
+  std::optional<json> get(const std::string& key) const EXCLUDES(mu_);
+  std::vector<json> list() const EXCLUDES(mu_);
+  // Calls fn with the cache locked: fn must not call back into this informer.
+  void for_each(const std::function<void(const json&)>& fn) const EXCLUDES(mu_);
+  size_t size() const EXCLUDES(mu_);
 
   // Write-through after our own create/patch: stores `obj` unless the cache already holds a newer
   // resourceVersion of it. Keeps the next reconcile from acting on a cache that lags our writes.
-  void upsert(const json& obj);
+  void upsert(const json& obj) EXCLUDES(mu_);
   // After our own delete, for objects that vanish at once (grace 0 / never scheduled).
-  void forget_if_version(const std::string& key, std::uint64_t rv);
+  void forget_if_version(const std::string& key, std::uint64_t rv) EXCLUDES(mu_);
 
   std::uint64_t relists() const { return relists_; }
   std::uint64_t watch_restarts() const { return watch_restarts_; }
-  std::string resource_version() const;
+  std::string resource_version() const EXCLUDES(mu_);
 
  private:
-  void run();
-  void relist();
+  void run() EXCLUDES(mu_, wait_mu_);
+  void relist() EXCLUDES(mu_, wait_mu_);
   // Returns false when the watch must relist (410).
-  bool watch_once();
-  void emit(EventType t, const json& obj, const json* old_obj);
+  bool watch_once() EXCLUDES(mu_);
+  // Runs the handlers without any lock held (they may read this informer).
+  void emit(EventType t, const json& obj, const json* old_obj) EXCLUDES(mu_);
   std::string base_query() const;
 
   Client& client_;
   InformerOptions options_;
   std::vector<Handler> handlers_;
-  mutable std::mutex mu_;
-  std::map<std::string, json> store_;
-  std::string rv_;
+  mutable swarm::Mutex mu_;
+  std::map<std::string, json> store_ GUARDED_BY(mu_);
+  std::string rv_ GUARDED_BY(mu_);
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> relists_{0};
   std::atomic<std::uint64_t> watch_restarts_{0};
   int stream_id_ = 0;
   std::thread thread_;
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  // wait_cv_ wakes wait_synced() and the retry backoff in run(); it guards no data (synced_ and
+  // stop_ are atomics, set before the notify under wait_mu_ so no wake-up is lost).
+  swarm::Mutex wait_mu_;
+  swarm::CondVar wait_cv_;
 };
 
 }  // namespace swarm::kube

@@ -23,7 +23,7 @@ void LeaderElector::start() {
 
 void LeaderElector::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
     cv_.notify_all();
@@ -145,8 +145,8 @@ void LeaderElector::run() {
         if (on_stopped_) on_stopped_();
       }
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, options_.retry_period, [this] { return stop_.load(); });
+    swarm::MutexLock lock(mu_);
+    cv_.wait_for(mu_, options_.retry_period, [this] { return stop_.load(); });
   }
 }
 

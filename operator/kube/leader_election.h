@@ -11,12 +11,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "operator/kube/client.h"
 
 namespace swarm::kube {
@@ -38,12 +37,12 @@ class LeaderElector {
 
   void start();
   // Stops campaigning; releases the Lease if held (without calling on_stopped_leading).
-  void stop();
+  void stop() EXCLUDES(mu_);
   bool is_leader() const { return leader_; }
   std::uint64_t transitions_seen() const { return transitions_; }
 
  private:
-  void run();
+  void run() EXCLUDES(mu_);
   bool try_acquire_or_renew();
   void release();
 
@@ -53,13 +52,15 @@ class LeaderElector {
   std::atomic<bool> leader_{false};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> transitions_{0};
+  // The election thread's own state (run(), then stop() after the join): no lock.
   json observed_spec_;
   std::chrono::steady_clock::time_point observed_at_;
   std::string observed_rv_;
-  json last_written_;
-  bool taken_over_ = false;  // the last attempt found another live holder  // the Lease as we last wrote it (renewals start from it)
-  std::mutex mu_;
-  std::condition_variable cv_;
+  json last_written_;        // the Lease as we last wrote it (renewals start from it)
+  bool taken_over_ = false;  // the last attempt found another live holder
+  // cv_ wakes run() from its retry wait when stop() sets stop_ (an atomic, set under mu_).
+  swarm::Mutex mu_;
+  swarm::CondVar cv_;
   std::thread thread_;
 };
 

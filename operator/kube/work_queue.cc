@@ -16,13 +16,13 @@ void WorkQueue::add_locked(const std::string& key) {
 }
 
 void WorkQueue::add(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   add_locked(key);
 }
 
 void WorkQueue::add_after(const std::string& key, Clock::duration delay) {
   if (delay <= Clock::duration::zero()) return add(key);
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   if (shutdown_) return;
   const auto at = Clock::now() + delay;
   auto it = waiting_at_.find(key);
@@ -41,7 +41,7 @@ void WorkQueue::add_after(const std::string& key, Clock::duration delay) {
 }
 
 WorkQueue::Clock::duration WorkQueue::next_backoff(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = failures_.find(key);
   const int n = it == failures_.end() ? 0 : it->second;
   const double d = static_cast<double>(base_.count()) * static_cast<double>(1ull << std::min(n, 40));
@@ -51,19 +51,19 @@ WorkQueue::Clock::duration WorkQueue::next_backoff(const std::string& key) const
 void WorkQueue::add_rate_limited(const std::string& key) {
   const auto delay = next_backoff(key);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    swarm::MutexLock lock(mu_);
     ++failures_[key];
   }
   add_after(key, delay);
 }
 
 void WorkQueue::forget(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   failures_.erase(key);
 }
 
 int WorkQueue::failures(const std::string& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   auto it = failures_.find(key);
   return it == failures_.end() ? 0 : it->second;
 }
@@ -78,15 +78,16 @@ void WorkQueue::promote_due_locked(Clock::time_point now) {
 }
 
 bool WorkQueue::get(std::string& key) {
-  std::unique_lock<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   for (;;) {
     promote_due_locked(Clock::now());
     if (!queue_.empty()) break;
     if (shutdown_) return false;
     if (waiting_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
     } else {
-      cv_.wait_until(lock, waiting_.begin()->first);
+      const Clock::time_point next = waiting_.begin()->first;
+      cv_.wait_until(mu_, next);
     }
   }
   key = queue_.front();
@@ -97,7 +98,7 @@ bool WorkQueue::get(std::string& key) {
 }
 
 void WorkQueue::done(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   processing_.erase(key);
   if (dirty_.count(key)) {
     queue_.push_back(key);
@@ -106,18 +107,18 @@ void WorkQueue::done(const std::string& key) {
 }
 
 void WorkQueue::shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   shutdown_ = true;
   cv_.notify_all();
 }
 
 size_t WorkQueue::depth() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return queue_.size();
 }
 
 size_t WorkQueue::delayed() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  swarm::MutexLock lock(mu_);
   return waiting_.size();
 }
 

@@ -9,13 +9,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <deque>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "common/thread_annotations.h"
 
 namespace swarm::kube {
 
@@ -26,36 +26,37 @@ class WorkQueue {
   explicit WorkQueue(std::chrono::milliseconds base_delay = std::chrono::milliseconds(5),
                      std::chrono::milliseconds max_delay = std::chrono::seconds(60));
 
-  void add(const std::string& key);
-  void add_after(const std::string& key, Clock::duration delay);
-  void add_rate_limited(const std::string& key);
-  void forget(const std::string& key);
-  int failures(const std::string& key) const;
+  void add(const std::string& key) EXCLUDES(mu_);
+  void add_after(const std::string& key, Clock::duration delay) EXCLUDES(mu_);
+  void add_rate_limited(const std::string& key) EXCLUDES(mu_);
+  void forget(const std::string& key) EXCLUDES(mu_);
+  int failures(const std::string& key) const EXCLUDES(mu_);
   // The delay add_rate_limited would use next for `key` (without adding).
-  Clock::duration next_backoff(const std::string& key) const;
+  Clock::duration next_backoff(const std::string& key) const EXCLUDES(mu_);
 
   // Blocks until a key is ready or the queue shuts down (returns false). The caller must call
   // done(key) when finished with it.
-  bool get(std::string& key);
-  void done(const std::string& key);
-  void shutdown();
+  bool get(std::string& key) EXCLUDES(mu_);
+  void done(const std::string& key) EXCLUDES(mu_);
+  void shutdown() EXCLUDES(mu_);
 
-  size_t depth() const;          // keys ready to be processed
-  size_t delayed() const;        // keys waiting for their time
+  size_t depth() const EXCLUDES(mu_);        // keys ready to be processed
+  size_t delayed() const EXCLUDES(mu_);        // keys waiting for their time
 
  private:
-  void add_locked(const std::string& key);
-  void promote_due_locked(Clock::time_point now);
+  void add_locked(const std::string& key) REQUIRES(mu_);
+  void promote_due_locked(Clock::time_point now) REQUIRES(mu_);
 
   std::chrono::milliseconds base_, max_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::string> queue_;
-  std::set<std::string> dirty_, processing_;
-  std::multimap<Clock::time_point, std::string> waiting_;
-  std::map<std::string, Clock::time_point> waiting_at_;  // earliest time per delayed key
-  std::map<std::string, int> failures_;
-  bool shutdown_ = false;
+  mutable swarm::Mutex mu_;
+  swarm::CondVar cv_;
+  std::deque<std::string> queue_ GUARDED_BY(mu_);
+  std::set<std::string> dirty_ GUARDED_BY(mu_);
+  std::set<std::string> processing_ GUARDED_BY(mu_);
+  std::multimap<Clock::time_point, std::string> waiting_ GUARDED_BY(mu_);
+  std::map<std::string, Clock::time_point> waiting_at_ GUARDED_BY(mu_);  // earliest time per delayed key
+  std::map<std::string, int> failures_ GUARDED_BY(mu_);
+  bool shutdown_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace swarm::kube
