@@ -133,7 +133,8 @@ void StageServer::Impl::finish_round() {
     leaving_now = leaving;
   }
   try {
-    announce(leaving_now ? "" : "averaging");  // a leaving peer stays "draining": no new work
+    // A leaving peer stays draining: no new work.
+    announce(leaving_now ? std::nullopt : std::optional(planner::PeerState::Averaging));
   } catch (const std::exception&) {
   }
   auto flat = flat_gradients(*model);
