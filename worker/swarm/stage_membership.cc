@@ -371,7 +371,7 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
   if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
   if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
-  if (r != round.load()) throw std::runtime_error(kRoundClosed);
+  if (r != round.load()) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
   if (leaving) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);

@@ -333,7 +333,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     }
   }
   if (!found) {
-    if (m.tensors.size() < 2) throw std::runtime_error(kActivationMissing);
+    if (m.tensors.size() < 2) throw net::CodedError(net::ErrorCode::ActivationMissing, kActivationMissing);
     // Recompute the forward from the stage input the trainer kept (failover or expiry).
     act.input = check_input(m.tensors[1], "input", samples);
     if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
@@ -564,7 +564,7 @@ void StageServer::Impl::serve_task(Task& task) {
   try {
     reply = run_task(task);
   } catch (const std::exception& e) {
-    reply = net::make_error(task.request.request_id, e.what());
+    reply = net::error_reply(task.request.request_id, e);  // a CodedError keeps its code
     metrics->add_failure(stage.load(), op_name(task.request.type));
   }
   if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)

@@ -259,7 +259,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       return reply;
     } catch (const net::RemoteError& e) {
       // activation_missing: the peer lives but lost the forward; any peer can recompute it.
-      if (std::string(e.what()).find(kActivationMissing) == std::string::npos) {
+      if (e.code() != net::ErrorCode::ActivationMissing) {
         spdlog::warn("stage {} {} on {} failed: {}", stage, op_label, *peer, e.what());
         routers[stage]->report_failure(*peer, now_seconds());
       }
