@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/peer_state.h"
+
 namespace swarm::planner {
 
 struct PeerRecord {
@@ -18,7 +20,7 @@ struct PeerRecord {
   std::string host;
   int port = 0;
   int metrics_port = 0;
-  std::string state;  // "joining" | "serving" | "averaging" | "draining"
+  PeerState state = PeerState::Joining;  // the wire's default when a heartbeat names none
   int64_t round = 0;
   int64_t queue_length = 0;
   double samples_per_second = 0;  // worker: capacity; trainer: samples trained per second

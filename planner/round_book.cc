@@ -105,8 +105,8 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
         // gradient: waiting for it would hold the round (and the download queued behind it) until
         // the window closes. Its state reaches the registry with its next heartbeat, so one that
         // already reported samples of this round serves and is waited for. A failed peer never is.
-        if (w.state == "failed") continue;
-        if (w.state == "draining" || w.state == "joining") {
+        if (w.state == PeerState::Failed) continue;
+        if (w.state == PeerState::Draining || w.state == PeerState::Joining) {
           auto a = rd.admitted.find(w.peer_id);
           if (a == rd.admitted.end() || a->second <= 0) continue;
         }

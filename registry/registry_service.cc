@@ -151,8 +151,8 @@ void RegistryService::maybe_rebalance(double t) {
   std::vector<bool> served(static_cast<size_t>(options_.num_stages), false);
   bool settled = true;  // every stage served, nobody joining, every capacity measured
   for (const auto& p : peers_.live(t, "worker")) {
-    if (p.state == "draining") continue;
-    const bool joining = p.state == "joining";
+    if (p.state == planner::PeerState::Draining) continue;
+    const bool joining = p.state == planner::PeerState::Joining;
     loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
                      joining});
     if (joining || !(p.samples_per_second > 0)) settled = false;
@@ -268,7 +268,7 @@ HttpReply RegistryService::get_metrics(const Request&) {
   swarm::MutexLock lock(mu_);
   const double t = now();
   RegistryMetrics::Census census;
-  for (const auto& p : peers_.live(t)) census[{p.role, p.stage, p.state}]++;
+  for (const auto& p : peers_.live(t)) census[{p.role, p.stage, planner::to_string(p.state)}]++;
   metrics_->set_census(census);
   return HttpReply{200, metrics_->exposition(), "text/plain; version=0.0.4"};
 }
@@ -343,7 +343,7 @@ HttpReply RegistryService::put_peer(const Request& req) {
   const int stage = rec.stage;
   // A serving worker's round is a step its stage reached. After a restart this registry
   // knows nothing of the job's rounds: the first heartbeats give them back (stageRounds).
-  if (worker && stage >= 0 && rec.state != "joining" && rec.state != "failed") {
+  if (worker && stage >= 0 && rec.state != planner::PeerState::Joining && rec.state != planner::PeerState::Failed) {
     auto& high = stage_round_high_[stage];
     high = std::max(high, rec.round);
   }

@@ -145,7 +145,7 @@ json to_json(const planner::PeerRecord& r) {
               {"host", r.host},
               {"port", r.port},
               {"metricsPort", r.metrics_port},
-              {"state", r.state},
+              {"state", planner::to_string(r.state)},
               {"round", r.round},
               {"queueLength", r.queue_length},
               {"samplesPerSecond", r.samples_per_second},
@@ -182,10 +182,12 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
                    j.contains("port") ? describe(j.at("port")) : "nothing");
   }
   r.metrics_port = static_cast<int>(get_int_or(j, "metricsPort", 0, 65535, 0));
-  r.state = get_string(j, "state", "", false, "joining");
-  if (!is_one_of(r.state, {"joining", "serving", "averaging", "draining", "failed"})) {
-    throw BadField("state", "must be one of joining, serving, averaging, draining, failed",
-                   describe(j.at("state")));
+  // The one place a peer's state is text: parsed here, the enum everywhere inside.
+  const std::string state = get_string(j, "state", "", false, planner::to_string(planner::PeerState::Joining));
+  if (auto s = planner::find_peer_state(state)) {
+    r.state = *s;
+  } else {
+    throw BadField("state", "must be one of " + planner::peer_state_names(), describe(j.at("state")));
   }
   r.round = get_int_or(j, "round", 0, kI64Max, 0);
   r.queue_length = get_int_or(j, "queueLength", 0, kI64Max, 0);

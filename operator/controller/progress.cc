@@ -86,11 +86,11 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
     }
     if (w.role != "worker" || w.stage < 0 || w.stage >= stages) continue;
     // A failed worker (its stage came back without its state) serves nothing: not a live peer.
-    if (w.state == "failed") continue;
+    if (w.state == planner::PeerState::Failed) continue;
     auto& st = p.stages[w.stage];
     ++st.live_workers;
     st.step = std::max(st.step, w.round);
-    if (w.state != "joining") {
+    if (w.state != planner::PeerState::Joining) {
       st.samples_per_second += w.samples_per_second;
       st.queue_length += w.queue_length;
     }

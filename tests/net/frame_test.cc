@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,98 @@ TEST(Message, ErrorTextRoundTrip) {
   EXPECT_EQ(e.request_id, 9u);
   EXPECT_EQ(net::error_text(e), what);
   EXPECT_EQ(e.meta.front(), '{');
+}
+
+// An Error frame carries a machine-readable code next to its text; both survive the wire.
+TEST(Message, ErrorFrameCarriesItsCode) {
+  for (net::ErrorCode code : net::kErrorCodes) {
+    SCOPED_TRACE(net::to_string(code));
+    net::Message e = net::make_error(5, "it \"broke\"\n", code);
+    std::string f = net::encode_frame(e, kSecret);
+    net::Message back = net::decode_frame(reinterpret_cast<const uint8_t*>(f.data()), f.size(), kSecret, {});
+    EXPECT_EQ(back.type, net::Error);
+    net::ErrorInfo info = net::decode_error(back);
+    EXPECT_EQ(info.code, code);
+    EXPECT_EQ(info.text, "it \"broke\"\n");
+    EXPECT_EQ(net::error_text(back), "it \"broke\"\n");
+    EXPECT_EQ(net::find_error_code(net::to_string(code)), code);
+  }
+  EXPECT_EQ(net::error_code_names(), "error, bad_frame, unauthenticated, busy, activation_missing, round_closed");
+  EXPECT_EQ(net::make_error(1, "x", net::ErrorCode::ActivationMissing).meta,
+            R"({"error":"x","code":"activation_missing"})");
+}
+
+TEST(Message, ErrorReplyKeepsACodedErrorsCode) {
+  net::Message coded = net::error_reply(3, net::CodedError(net::ErrorCode::RoundClosed, "round_closed"));
+  EXPECT_EQ(coded.request_id, 3u);
+  EXPECT_EQ(net::decode_error(coded).code, net::ErrorCode::RoundClosed);
+  EXPECT_EQ(net::decode_error(coded).text, "round_closed");
+  net::Message plain = net::error_reply(4, std::runtime_error("no such microbatch"));
+  EXPECT_EQ(net::decode_error(plain).code, net::ErrorCode::Generic);
+  EXPECT_EQ(net::decode_error(plain).text, "no such microbatch");
+}
+
+// A peer that predates codes sends {"error":"..."} alone: the generic code. Other members are ignored.
+TEST(Message, ErrorWithoutACodeIsGeneric) {
+  net::Message old;
+  old.type = net::Error;
+  old.meta = R"({"error":"worker is stopping"})";
+  EXPECT_EQ(net::decode_error(old).code, net::ErrorCode::Generic);
+  EXPECT_EQ(net::decode_error(old).text, "worker is stopping");
+  old.meta = R"( { "code" : "busy", "retry" : 1.5e0, "final": true, "x": null, "note": "\u00e9\/" , "error" : "full" } )";
+  EXPECT_EQ(net::decode_error(old).code, net::ErrorCode::Busy);
+  EXPECT_EQ(net::decode_error(old).text, "full");
+}
+
+// A bad Error meta is a WireError naming the field and the value, never a crash.
+TEST(Message, MalformedErrorMetaIsAClearWireError) {
+  auto error_of = [](const std::string& meta) -> std::string {
+    net::Message m;
+    m.type = net::Error;
+    m.meta = meta;
+    try {
+      net::decode_error(m);
+    } catch (const net::WireError& e) {
+      EXPECT_EQ(net::error_text(m), meta);  // error_text falls back to the whole meta
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted " << meta;
+    return "";
+  };
+  EXPECT_EQ(error_of(R"({"error":"x","code":"teapot"})"),
+            "error.meta.code: \"teapot\" is not one of error, bad_frame, unauthenticated, busy, activation_missing, "
+            "round_closed (the error said: \"x\")");
+  EXPECT_EQ(error_of(R"({"error":"x","code":7})"), "error.meta.code: must be a string, got \"7}\"");
+  EXPECT_EQ(error_of(R"({"code":"busy"})"), "error.meta.error: is required, got \"{\\\"code\\\":\\\"busy\\\"}\"");
+  EXPECT_EQ(error_of(""), "error.meta: must be a JSON object, got \"\"");
+  EXPECT_EQ(error_of("[1]"), "error.meta: must be a JSON object, got \"[1]\"");
+  EXPECT_NE(error_of(R"({"error":"x")").find("error.meta: expected ',' or '}'"), std::string::npos);
+  EXPECT_NE(error_of(R"({"error":"x)").find("error.meta: unterminated string"), std::string::npos);
+  EXPECT_NE(error_of(R"({"error":"x"} extra)").find("error.meta: trailing characters"), std::string::npos);
+  EXPECT_NE(error_of(R"({"error":"x","more":{"a":1}})").find("member \"more\""), std::string::npos);
+  EXPECT_NE(error_of(R"({"error":"\u12"})").find("bad \\u escape"), std::string::npos);
+  EXPECT_NE(error_of(R"({"error":"\q"})").find("bad escape \\q"), std::string::npos);
+  EXPECT_NE(error_of("{\"error\":\"a\nb\"}").find("unescaped control character"), std::string::npos);
+  EXPECT_NE(error_of(R"({"error" "x"})").find("expected ':'"), std::string::npos);
+  // Long metas are cut in the message.
+  EXPECT_LT(error_of("{\"error\":\"" + std::string(10000, 'a')).size(), 200u);
+  // Random bytes: never a crash, always a WireError or a result.
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[]\":,\\u0123abcdefnrt -.eE";
+  for (int i = 0; i < 2000; ++i) {
+    net::Message m;
+    m.type = net::Error;
+    std::string meta = i % 2 ? R"({"error":"x","code":"busy"})" : "";
+    for (int k = 0; k < 12; ++k) {
+      if (!meta.empty() && rng() % 3 == 0) meta[rng() % meta.size()] = alphabet[rng() % alphabet.size()];
+      else meta += alphabet[rng() % alphabet.size()];
+    }
+    m.meta = meta;
+    try {
+      net::decode_error(m);
+    } catch (const net::WireError&) {
+    }
+  }
 }
 
 TEST(Message, AllocateIsAlignedAndViewWraps) {

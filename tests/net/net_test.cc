@@ -151,6 +151,64 @@ TEST(Net, HandlerExceptionBecomesRemoteErrorAndConnectionSurvives) {
   EXPECT_EQ(server.stats().handler_errors, 1u);
 }
 
+// A handler's CodedError reaches the caller as RemoteError::code(); any other exception is
+// ErrorCode::Generic; an Error reply with a code the client does not know is a clear NetError.
+TEST(Net, HandlerCodedErrorReachesTheClientsRemoteErrorCode) {
+  net::Server server("127.0.0.1", 0, kSecret, [](net::Message&& m) -> net::Message {
+    if (m.type == net::Backward) throw net::CodedError(net::ErrorCode::ActivationMissing, "activation_missing");
+    if (m.type == net::Forward) throw std::runtime_error("plain failure");
+    net::Message odd;  // a peer speaking a newer set of codes
+    odd.type = net::Error;
+    odd.meta = R"({"error":"brewing","code":"teapot"})";
+    return odd;
+  });
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);
+  auto code_of = [&](uint16_t type) {
+    net::Message req;
+    req.type = type;
+    try {
+      client.call(req, 5s);
+    } catch (const net::RemoteError& e) {
+      return std::make_pair(e.code(), e.remote_message());
+    }
+    ADD_FAILURE() << "expected RemoteError";
+    return std::make_pair(net::ErrorCode::Generic, std::string());
+  };
+  EXPECT_EQ(code_of(net::Backward), std::make_pair(net::ErrorCode::ActivationMissing, std::string("activation_missing")));
+  EXPECT_EQ(code_of(net::Forward), std::make_pair(net::ErrorCode::Generic, std::string("plain failure")));
+  net::Message req;
+  req.type = net::Ping;
+  try {
+    client.call(req, 5s);
+    FAIL() << "expected NetError";
+  } catch (const net::RemoteError& e) {
+    FAIL() << "an unknown code must not pass for a known one: " << e.what();
+  } catch (const net::NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad reply: error.meta.code: \"teapot\" is not one of"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("brewing"), std::string::npos) << e.what();
+    EXPECT_FALSE(e.timed_out());
+  }
+  EXPECT_EQ(server.stats().handler_errors, 2u);
+}
+
+// The server's own refusals carry codes too.
+TEST(Net, ServerRefusalsCarryCodes) {
+  net::Server server("127.0.0.1", 0, kSecret, echo);
+  server.start();
+  {
+    RawSocket raw(server.port());
+    raw.send(std::string(40, 'Z'));
+    EXPECT_EQ(net::decode_error(decode_reply(raw.read_to_eof(5s))).code, net::ErrorCode::BadFrame);
+  }
+  {
+    RawSocket raw(server.port());
+    raw.send(net::encode_frame(float_request(4, 0), "guess"));
+    EXPECT_EQ(net::decode_error(decode_reply(raw.read_to_eof(5s))).code, net::ErrorCode::Unauthenticated);
+  }
+}
+
 TEST(Net, MalformedFrameGetsNamedErrorThenServerServesOthers) {
   net::Server server("127.0.0.1", 0, kSecret, echo);
   server.start();

@@ -81,7 +81,7 @@ TEST_F(OperatorProgress, RegistryFiguresReachStatusAndABadRegistryIsReported) {
   trainer.peer_id = "trainer0";
   trainer.role = "trainer";
   trainer.host = "127.0.0.1";
-  trainer.state = "serving";
+  trainer.state = planner::PeerState::Serving;
   trainer.loss = 2.3456;
   client_->announce(trainer);
   client_->add_event("checkpoint_restores", 2);

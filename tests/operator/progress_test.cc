@@ -16,7 +16,7 @@ planner::PeerRecord worker(const std::string& id, int stage, std::int64_t round,
   r.stage = stage;
   r.round = round;
   r.samples_per_second = sps;
-  r.state = state;
+  r.state = planner::parse_peer_state(state);
   r.queue_length = queue;
   return r;
 }

@@ -9,7 +9,7 @@ namespace swarm::testing {
 
 // A worker's heartbeat record on loopback.
 inline planner::PeerRecord worker_record(const std::string& id, int stage, int port = 7000,
-                                         const std::string& state = "serving") {
+                                         planner::PeerState state = planner::PeerState::Serving) {
   planner::PeerRecord r;
   r.peer_id = id;
   r.role = "worker";

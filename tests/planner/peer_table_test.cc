@@ -12,7 +12,7 @@ PeerRecord worker(const std::string& id, int stage) {
   r.stage = stage;
   r.host = "10.0.0.1";
   r.port = 7000;
-  r.state = "serving";
+  r.state = PeerState::Serving;
   return r;
 }
 
@@ -21,7 +21,7 @@ PeerRecord trainer(const std::string& id) {
   r.peer_id = id;
   r.role = "trainer";
   r.host = "10.0.0.2";
-  r.state = "serving";
+  r.state = PeerState::Serving;
   return r;
 }
 

@@ -14,7 +14,7 @@ PeerRecord worker(const std::string& id, int stage) {
   r.stage = stage;
   r.host = "h-" + id;
   r.port = 7000;
-  r.state = "serving";
+  r.state = PeerState::Serving;
   return r;
 }
 
@@ -153,7 +153,7 @@ TEST(RoundBookGroup, ReadyWhenAllLiveWorkersJoined) {
 TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord leaving = worker("b", 0);
-  leaving.state = "draining";  // moved by the rebalancer or preempted: it hands off instead
+  leaving.state = PeerState::Draining;  // moved by the rebalancer or preempted: it hands off instead
   t.upsert(leaving, 0);
   RoundBook book;
   EXPECT_EQ(book.join(0, 1, 0, member("a", 8), 30, 1), JoinResult::Joined);
@@ -172,7 +172,7 @@ TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
 TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord leaving = worker("b", 0);
-  leaving.state = "draining";
+  leaving.state = PeerState::Draining;
   t.upsert(leaving, 0);
   RoundBook book;
   book.report_progress(0, 1, "a", 8, 16, t, 1);
@@ -195,8 +195,8 @@ TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
 // replacement, joining, held its stage's round for the 15-s window while its state request sat
 // queued behind that round on the donor.
 TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
-  for (const char* state : {"joining", "failed"}) {
-    SCOPED_TRACE(state);
+  for (PeerState state : {PeerState::Joining, PeerState::Failed}) {
+    SCOPED_TRACE(to_string(state));
     PeerTable t = table_with({"a", "b"});
     PeerRecord newcomer = worker("b", 0);
     newcomer.state = state;
@@ -219,7 +219,7 @@ TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
 TEST(RoundBookGroup, AJoiningPeerThatReportedSamplesOfTheRoundIsWaitedFor) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord newcomer = worker("b", 0);
-  newcomer.state = "joining";
+  newcomer.state = PeerState::Joining;
   t.upsert(newcomer, 0);
   RoundBook book;
   book.report_progress(0, 1, "b", 4, 64, t, 1);
@@ -231,7 +231,7 @@ TEST(RoundBookGroup, AJoiningPeerThatReportedSamplesOfTheRoundIsWaitedFor) {
   EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
   // A failed peer is not waited for even with samples reported: it will not average.
   PeerRecord failed = worker("b", 0);
-  failed.state = "failed";
+  failed.state = PeerState::Failed;
   t.upsert(failed, 2);
   book.report_progress(0, 2, "b", 4, 64, t, 2);
   EXPECT_EQ(book.join(0, 2, 0, member("a", 16), 30, 2), JoinResult::Joined);

@@ -23,7 +23,7 @@ planner::PeerRecord record(const std::string& id, const std::string& role, int s
   r.host = "10.0.0." + std::to_string(id.size());
   r.port = 7000 + stage;
   r.metrics_port = 9100;
-  r.state = state;
+  r.state = planner::parse_peer_state(state);
   r.round = 41;
   r.queue_length = 3;
   r.samples_per_second = 12.625;
@@ -53,8 +53,11 @@ TEST(PeerListing, RendersExactlyWhatSerializingTheLiveRecordsGives) {
   put(record("w-a", "worker", 1, "joining"), 101.5);
   put(record("w-c", "worker", 0, "averaging"), 102);
   put(record("t-0", "trainer", -1, "serving"), 103.125);
-  // Text a record may carry: quotes, escapes, the key's own text, non-ASCII, invalid UTF-8.
-  put(record("w-d", "worker", 1, R"(odd "lastSeen":0, \ é)" + std::string("\xff")), 104);
+  // Text a record may carry: quotes, escapes, the key's own text, non-ASCII, invalid UTF-8 (in
+  // its host: the state is an enum, its text always one of the wire's names).
+  planner::PeerRecord odd = record("w-d", "worker", 1, "serving");
+  odd.host = R"(odd "lastSeen":0, \ é)" + std::string("\xff");
+  put(odd, 104);
   put(record("w-a", "worker", 0, "serving"), 105);  // moves to stage 0
   const double now = 106, unix_now = 1.7e9 + 0.123456789;
   for (const std::string role : {"", "worker", "trainer"})

@@ -111,7 +111,7 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   t.peer_id = "trainer-0";
   t.role = "trainer";
   t.host = "127.0.0.1";
-  t.state = "serving";
+  t.state = planner::PeerState::Serving;
   client_->announce(t);
 
   auto all = client_->peers();
@@ -125,7 +125,7 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   EXPECT_EQ(b.host, "127.0.0.1");
   EXPECT_EQ(b.port, 7001);
   EXPECT_EQ(b.metrics_port, 9100);
-  EXPECT_EQ(b.state, "serving");
+  EXPECT_EQ(b.state, planner::PeerState::Serving);
   EXPECT_EQ(b.round, 3);
   EXPECT_EQ(b.queue_length, 4);
   EXPECT_DOUBLE_EQ(b.samples_per_second, 12.5);

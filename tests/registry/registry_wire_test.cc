@@ -296,6 +296,44 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   EXPECT_EQ(call("GET", "/healthz/")["status"], "ok");
 }
 
+// A peer's state is parsed once, where the JSON enters: every state round-trips with its wire
+// string, and a bad one is refused with the parser's error (naming the field and the value).
+TEST(Wire, PeerStatesRoundTripAndABadOneIsRefusedWithTheParsersError) {
+  for (planner::PeerState s : planner::kPeerStates) {
+    SCOPED_TRACE(planner::to_string(s));
+    planner::PeerRecord r;
+    r.peer_id = "w-1";
+    r.role = "worker";
+    r.stage = 0;
+    r.host = "h";
+    r.port = 7000;
+    r.state = s;
+    json j = wire::to_json(r);
+    EXPECT_EQ(j["state"], planner::to_string(s));  // the same strings on the wire as before
+    EXPECT_EQ(wire::peer_from_json(j).state, s);
+  }
+  json bad{{"peerId", "w-1"}, {"role", "worker"}, {"stage", 0}, {"host", "h"}, {"port", 7000}, {"state", "servng"}};
+  std::string parser_error;
+  try {
+    planner::parse_peer_state("servng");
+  } catch (const std::invalid_argument& e) {
+    parser_error = e.what();
+  }
+  ASSERT_FALSE(parser_error.empty());
+  try {
+    wire::peer_from_json(bad);
+    FAIL() << "a bad state was accepted";
+  } catch (const wire::BadField& e) {
+    EXPECT_EQ(e.field(), "state");
+    EXPECT_EQ(std::string(e.what()), parser_error);
+    EXPECT_NE(parser_error.find("\"servng\""), std::string::npos) << parser_error;
+  }
+  bad["state"] = 3;
+  EXPECT_THROW(wire::peer_from_json(bad), wire::BadField);  // not a string
+  bad.erase("state");
+  EXPECT_EQ(wire::peer_from_json(bad).state, planner::PeerState::Joining);  // the wire's default
+}
+
 TEST(Wire, RoundTrips) {
   planner::GroupView g;
   g.state = planner::GroupView::Ready;

@@ -76,7 +76,7 @@ TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
   ghost.stage = 0;
   ghost.host = "127.0.0.1";
   ghost.port = runtime::pick_free_port();  // nothing listens there
-  ghost.state = "serving";
+  ghost.state = planner::PeerState::Serving;
   client.announce(ghost);
 
   std::atomic<bool> joined{false}, stop_ghost{false};
@@ -161,7 +161,7 @@ TEST(Averaging, TrainerHeartbeatCarriesItsLossAndEndsWithTraining) {
   training.join();
   ASSERT_EQ(seen.peer_id, "trainer0") << "no trainer heartbeat with a loss was seen";
   EXPECT_EQ(seen.role, "trainer");
-  EXPECT_EQ(seen.state, "serving");
+  EXPECT_EQ(seen.state, planner::PeerState::Serving);
   EXPECT_GT(seen.samples_per_second, 0);
   EXPECT_GT(seen.loss, 0.5 * report.loss_last);   // a real training loss: same scale as the report's
   EXPECT_LT(seen.loss, 1.5 * report.loss_first);

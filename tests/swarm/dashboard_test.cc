@@ -169,7 +169,7 @@ TEST(Dashboard, EveryQueryReturnsDataFromARealPrometheus) {
   ghost.stage = 0;
   ghost.host = "127.0.0.1";
   ghost.port = runtime::pick_free_port();
-  ghost.state = "serving";
+  ghost.state = planner::PeerState::Serving;
   ghost.samples_per_second = 1000;
   const auto began = std::chrono::steady_clock::now();
   auto seconds_since = [](auto t) {

@@ -211,7 +211,7 @@ TEST(Metrics, RegistryCountsWorkersOfEveryStageIncludingEmptyOnes) {
   registry::RegistryClient client(server.url(), std::chrono::seconds(2));
   for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}})
     client.announce(worker_record(id, stage));
-  client.announce(worker_record("d", 2, 7000, "averaging"));
+  client.announce(worker_record("d", 2, 7000, planner::PeerState::Averaging));
   const std::string text = shell("curl -sf " + server.url() + "/metrics").second;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"0\"}"), 2) << text;
   EXPECT_EQ(metric_sample(text, "swarm_registry_stage_workers{stage=\"1\"}"), 0) << text;

@@ -22,7 +22,7 @@ int64_t event(registry::RegistryClient& reg, const char* kind) {
 
 std::string state_in_registry(registry::RegistryClient& reg, const std::string& peer) {
   for (const auto& p : reg.peers("worker"))
-    if (p.peer_id == peer) return p.state;
+    if (p.peer_id == peer) return planner::to_string(p.state);
   return "";
 }
 

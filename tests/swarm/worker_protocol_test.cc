@@ -166,6 +166,15 @@ TEST_F(WorkerProtocol, BackwardUsesStoredActivationsOrRecomputesFromTheInput) {
   auto again = make_message(net::Backward, {{"mb", "t/7"}, {"stage", 0}, {"samples", 4}, {"recompute", false}});
   again.tensors.push_back(to_wire(grad));
   EXPECT_NE(error_of(*stage0_, std::move(again)).find(runtime::kActivationMissing), std::string::npos);
+  // ...with the code the trainer branches on (RemoteError::code(), never the text).
+  auto once_more = make_message(net::Backward, {{"mb", "t/7"}, {"stage", 0}, {"samples", 4}, {"recompute", false}});
+  once_more.tensors.push_back(to_wire(grad));
+  try {
+    stage0_->call(std::move(once_more), std::chrono::seconds(10));
+    ADD_FAILURE() << "request was accepted";
+  } catch (const net::RemoteError& e) {
+    EXPECT_EQ(e.code(), net::ErrorCode::ActivationMissing) << e.what();
+  }
 
   // ...and with the input it recomputes the forward.
   auto rc = make_message(net::Backward, {{"mb", "t/7"}, {"stage", 0}, {"samples", 4}, {"recompute", true}});

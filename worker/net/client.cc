@@ -8,6 +8,21 @@
 #include "worker/net/connection.h"
 
 namespace swarm::net {
+namespace {
+
+// The exception an Error reply becomes: RemoteError with its text and code, or NetError ("bad
+// reply: ...") when its meta is not a valid Error meta (an unknown code included).
+[[noreturn]] void throw_remote(const std::string& endpoint, const Message& m) {
+  ErrorInfo info;
+  try {
+    info = decode_error(m);
+  } catch (const WireError& e) {
+    throw NetError(endpoint, std::string("bad reply: ") + e.what());
+  }
+  throw RemoteError(endpoint, info.text, info.code);
+}
+
+}  // namespace
 
 using detail::Clock;
 using detail::Connection;
@@ -66,7 +81,7 @@ struct Client::Impl {
         got = early.type == Error;
       } catch (const std::exception&) {
       }
-      if (got) throw RemoteError(endpoint, error_text(early));
+      if (got) throw_remote(endpoint, early);
       throw;
     }
     Message rep;
@@ -79,7 +94,7 @@ struct Client::Impl {
       throw NetError(endpoint, std::string("bad reply: ") + e.what());
     }
     // An Error reply: the server may close after it, so the connection is not reused.
-    if (rep.type == Error) throw RemoteError(endpoint, error_text(rep));
+    if (rep.type == Error) throw_remote(endpoint, rep);
     if (rep.request_id != req.request_id) {
       throw NetError(endpoint, "reply request_id " + std::to_string(rep.request_id) +
                                    " does not match request " + std::to_string(req.request_id));

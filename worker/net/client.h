@@ -40,8 +40,9 @@ class Client {
   // Sends `request` and waits for its reply; safe to call from many threads at once (each call
   // uses its own connection: an idle pooled one or a new one). The request id is assigned here.
   // `timeout` bounds the whole call: connect, write, wait and read.
-  // Throws RemoteError when the peer answers with an Error message, NetError (timed_out() when
-  // the deadline passed) on connect failure, timeout, peer close or an undecodable reply, and
+  // Throws RemoteError when the peer answers with an Error message (code() is its ErrorCode),
+  // NetError (timed_out() when the deadline passed) on connect failure, timeout, peer close or an
+  // undecodable reply (an Error message with an unknown code or a malformed meta included), and
   // WireError when `request` itself is not a valid message. A connection is reused only after a
   // successful call.
   Message call(Message request, std::chrono::milliseconds timeout);

@@ -4,13 +4,42 @@
 //               names the field and the value, e.g. "tensor[1].ndim: 12 exceeds limit 8".
 //   AuthError   a WireError for a wrong or missing MAC: "frame.mac: authentication failed".
 //   NetError    a call or connection failed: says host:port, what happened, and timed_out().
-//   RemoteError the peer answered with an Error message; remote_message() is its text.
+//   RemoteError the peer answered with an Error message; remote_message() is its text, code() its
+//               ErrorCode.
+//   CodedError  what a handler throws to answer with an Error message of a given code (any other
+//               exception answers with ErrorCode::Generic).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace swarm::net {
+
+// The machine-readable kind of an Error message, carried on the wire as "code" next to its text
+// (docs/architecture.md, "Wire format"). Callers branch on the code, never on the text.
+enum class ErrorCode : uint8_t {
+  Generic,            // "error": any other failure; also an Error message without a code
+  BadFrame,           // "bad_frame": the request broke the wire contract (the server closes)
+  Unauthenticated,    // "unauthenticated": wrong or missing MAC (the server closes)
+  Busy,               // "busy": the server is at max_connections (it closes)
+  ActivationMissing,  // "activation_missing": the peer no longer holds the forward's activations
+  RoundClosed,        // "round_closed": the averaging round is over on that peer
+};
+
+// Every code, in declaration order.
+inline constexpr ErrorCode kErrorCodes[] = {ErrorCode::Generic,           ErrorCode::BadFrame,
+                                            ErrorCode::Unauthenticated,   ErrorCode::Busy,
+                                            ErrorCode::ActivationMissing, ErrorCode::RoundClosed};
+
+// The wire name ("error", "bad_frame", ...).
+const char* to_string(ErrorCode code);
+// The wire names of every code, comma separated.
+const std::string& error_code_names();
+// The code named `text`, or nothing.
+std::optional<ErrorCode> find_error_code(std::string_view text) noexcept;
 
 class WireError : public std::runtime_error {
  public:
@@ -39,13 +68,28 @@ class NetError : public std::runtime_error {
 
 class RemoteError : public NetError {
  public:
-  RemoteError(const std::string& endpoint, const std::string& remote_message)
-      : NetError(endpoint, "remote error: " + remote_message), remote_message_(remote_message) {}
+  RemoteError(const std::string& endpoint, const std::string& remote_message,
+              ErrorCode code = ErrorCode::Generic)
+      : NetError(endpoint, "remote error: " + remote_message), remote_message_(remote_message), code_(code) {}
 
   const std::string& remote_message() const noexcept { return remote_message_; }
+  ErrorCode code() const noexcept { return code_; }
 
  private:
   std::string remote_message_;
+  ErrorCode code_;
+};
+
+// Thrown by a request handler: the caller gets an Error message with this code and text, and its
+// Client throws RemoteError with code() == code.
+class CodedError : public std::runtime_error {
+ public:
+  CodedError(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
 };
 
 }  // namespace swarm::net

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "worker/net/dtype.h"
+#include "worker/net/errors.h"
 
 namespace swarm::net {
 
@@ -63,10 +65,26 @@ struct Message {
   std::vector<WireTensor> tensors;
 };
 
-// An Error message; its meta is {"error":"<what>"}.
-Message make_error(uint64_t request_id, const std::string& what);
+// An Error message; its meta is {"error":"<what>","code":"<code>"} (see ErrorCode).
+Message make_error(uint64_t request_id, const std::string& what, ErrorCode code = ErrorCode::Generic);
 
-// The text of an Error message made by make_error (the whole meta if it has another shape).
+// The Error message that answers a request whose handling threw `e`: e's text, and e's code when
+// it is a CodedError (ErrorCode::Generic otherwise).
+Message error_reply(uint64_t request_id, const std::exception& e);
+
+// What an Error message says.
+struct ErrorInfo {
+  ErrorCode code = ErrorCode::Generic;
+  std::string text;
+};
+
+// Decodes an Error message's meta: a flat JSON object with a string "error" (the text) and an
+// optional string "code" (absent: ErrorCode::Generic, as peers that predate codes send); other
+// members with scalar values are ignored. Throws WireError naming the field and the value for
+// anything else, e.g. `error.code: "teapot" is not one of error, bad_frame, ...`.
+ErrorInfo decode_error(const Message& m);
+
+// The text of an Error message (the whole meta if decode_error refuses it).
 std::string error_text(const Message& m);
 
 // `s` as a JSON string literal, quotes included.

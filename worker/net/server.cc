@@ -131,7 +131,7 @@ struct Server::Impl {
       try {
         c.set_deadline(Clock::now() + std::chrono::milliseconds(100));
         c.send(make_error(0, "server busy: " + std::to_string(opts.max_connections) +
-                                 " connections open (max_connections)"),
+                                 " connections open (max_connections)", ErrorCode::Busy),
                secret);
       } catch (const std::exception&) {
       }
@@ -156,10 +156,10 @@ struct Server::Impl {
   }
 
   // Answers a rejected frame with an Error, then closes.
-  void reject(Connection& c, uint64_t request_id, const std::string& what) {
+  void reject(Connection& c, uint64_t request_id, const std::string& what, ErrorCode code) {
     try {
       c.set_deadline(Clock::now() + std::chrono::milliseconds(1000));
-      c.send(make_error(request_id, what), secret);
+      c.send(make_error(request_id, what, code), secret);
     } catch (const std::exception&) {
     }
     c.close_gracefully(opts.error_linger);
@@ -184,13 +184,13 @@ struct Server::Impl {
         } catch (const AuthError&) {
           bad_frames.fetch_add(1);
           auth_failures.fetch_add(1);
-          return reject(c, header.request_id, "unauthenticated");
+          return reject(c, header.request_id, "unauthenticated", ErrorCode::Unauthenticated);
         } catch (const WireError& e) {
           bad_frames.fetch_add(1);
-          return reject(c, header.request_id, e.what());
+          return reject(c, header.request_id, e.what(), ErrorCode::BadFrame);
         } catch (const std::bad_alloc&) {
           bad_frames.fetch_add(1);
-          return reject(c, header.request_id, "out of memory for the request's tensors");
+          return reject(c, header.request_id, "out of memory for the request's tensors", ErrorCode::BadFrame);
         }
         frames_in.fetch_add(1);
         uint64_t id = req.request_id;
@@ -199,7 +199,7 @@ struct Server::Impl {
           rep = handler(std::move(req));
         } catch (const std::exception& e) {
           handler_errors.fetch_add(1);
-          rep = make_error(id, e.what());
+          rep = error_reply(id, e);  // a CodedError keeps its code
         } catch (...) {
           handler_errors.fetch_add(1);
           rep = make_error(id, "handler threw a non-standard exception");

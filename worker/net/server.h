@@ -41,8 +41,8 @@ struct ServerStats {
 class Server {
  public:
   // Called on the connection's thread for every valid request; may block. The reply's
-  // request_id is set to the request's. An exception becomes an Error reply with its text (the
-  // connection stays open).
+  // request_id is set to the request's. An exception becomes an Error reply with its text and,
+  // for a CodedError, its code (the connection stays open).
   using Handler = std::function<Message(Message&&)>;
 
   // Binds and listens at once (port 0 = an ephemeral port, see port()); serves after start().

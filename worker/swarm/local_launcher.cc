@@ -440,7 +440,7 @@ void LocalRun::census() {
   try {
     std::vector<int> serving(spec_.pipeline.stages, 0);
     for (const auto& p : registry_->peers("worker"))
-      if (p.stage >= 0 && p.stage < spec_.pipeline.stages && (p.state == "serving" || p.state == "averaging"))
+      if (p.stage >= 0 && p.stage < spec_.pipeline.stages && planner::routable(p.state))
         serving[p.stage]++;
     bool all = true;
     for (int s = 0; s < spec_.pipeline.stages; ++s) all = all && serving[s] > 0;

@@ -7,7 +7,7 @@
 //     -> reply        meta {round, loss}                      tensors [grad_input] (none for eval or stage 0)
 //   Backward         meta {mb, stage, samples, recompute}      tensors [grad_output, input if recompute]
 //     -> reply        meta {round}                            tensors [grad_input] (none for stage 0)
-//     A worker that no longer holds the microbatch's activations answers Error "activation_missing";
+//     A worker that no longer holds the microbatch's activations answers Error code activation_missing;
 //     the trainer then re-sends with the stage input (recompute) to any peer of the stage.
 //   AveragePush      meta {stage, round, attempt, samples, peer} tensors [flat gradient sum]
 //     -> AverageReply meta {samples, members}                 tensors [flat averaged gradient]
@@ -15,7 +15,7 @@
 //   Ping             meta {}                                   -> Pong meta {stage, round, queue}
 //   GradientHandoff  meta {stage, round, samples, peer}        tensors [flat gradient sum]
 //     -> HandoffReply meta {accepted}   A peer leaving its stage gives its accumulated gradient to
-//     a peer that stays, so no sample it processed is lost. Refused (round_closed) when the
+//     a peer that stays, so no sample it processed is lost. Refused (code round_closed) when the
 //     receiver already stepped past that round.
 #pragma once
 
@@ -30,6 +30,8 @@ namespace swarm::runtime {
 inline constexpr uint16_t kGradientHandoff = 22;
 inline constexpr uint16_t kHandoffReply = 23;
 
+// The texts of the Error replies with net::ErrorCode::ActivationMissing and ::RoundClosed (callers
+// branch on the code, RemoteError::code(), never on these texts).
 inline constexpr const char* kActivationMissing = "activation_missing";
 inline constexpr const char* kRoundClosed = "round_closed";
 

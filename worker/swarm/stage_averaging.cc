@@ -133,7 +133,8 @@ void StageServer::Impl::finish_round() {
     leaving_now = leaving;
   }
   try {
-    announce(leaving_now ? "" : "averaging");  // a leaving peer stays "draining": no new work
+    // A leaving peer stays draining: no new work.
+    announce(leaving_now ? std::nullopt : std::optional(planner::PeerState::Averaging));
   } catch (const std::exception&) {
   }
   auto flat = flat_gradients(*model);
@@ -314,7 +315,7 @@ net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
   std::unique_lock<std::mutex> lk(avg_mu);
   // A push that arrives after the leader closed the round still gets the round's result, so the
   // late member steps with the same update as everyone else (its own gradient is then lost).
-  if (r < round.load() && !results.count(key)) throw std::runtime_error(kRoundClosed);
+  if (r < round.load() && !results.count(key)) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
   inbox[key].push_back(std::move(c));
   avg_cv.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + to_ms(opt.spec.timeouts.averaging_seconds);

@@ -27,7 +27,7 @@
 namespace swarm::runtime {
 namespace {
 
-bool serving(const planner::PeerRecord& p) { return p.state == "serving" || p.state == "averaging"; }
+bool serving(const planner::PeerRecord& p) { return planner::routable(p.state); }
 
 // Whether a peer other than `self` serves stage `s` (false when the registry cannot be reached).
 bool others_serve(registry::RegistryClient& reg, const std::string& self, int s) {
@@ -88,7 +88,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
     leaving = false;
   }
   try {
-    announce("joining");
+    announce(planner::PeerState::Joining);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not announce: {}", opt.peer_id, e.what());
   }
@@ -110,7 +110,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   metrics->set_optimizer_step(s, static_cast<double>(round.load()));
   ready = true;
   try {
-    announce("");
+    announce();
   } catch (const std::exception&) {
   }
   spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
@@ -179,7 +179,7 @@ void StageServer::Impl::report_failure() {
     spdlog::warn("worker {}: could not report the failure: {}", opt.peer_id, e.what());
   }
   try {
-    announce("failed");
+    announce(planner::PeerState::Failed);
   } catch (const std::exception&) {
   }
 }
@@ -285,7 +285,7 @@ void StageServer::Impl::resync() {
   optimizer->zero_grad();
   ready = false;
   try {
-    announce("joining");
+    announce(planner::PeerState::Joining);
   } catch (const std::exception&) {
   }
   const int s = stage.load();
@@ -371,7 +371,7 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
   if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
   if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
-  if (r != round.load()) throw std::runtime_error(kRoundClosed);
+  if (r != round.load()) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
   if (leaving) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);
@@ -484,7 +484,7 @@ void StageServer::Impl::drain(double seconds) {
   }
   cv.notify_all();
   try {
-    announce("");
+    announce();
   } catch (const std::exception&) {
   }
   // Waiting for the round only helps while it can still close: stop as soon as no other peer

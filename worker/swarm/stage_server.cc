@@ -96,9 +96,9 @@ void StageServer::start() {
   if (first < 0) {
     std::vector<planner::PeerLoad> loads;
     for (const auto& p : I.registry->peers("worker")) {
-      if (p.state == "draining") continue;  // leaving: its capacity is gone
+      if (p.state == planner::PeerState::Draining) continue;  // leaving: its capacity is gone
       loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
-                       p.state == "joining"});
+                       p.state == planner::PeerState::Joining});
     }
     planner::RebalanceOptions ro;
     ro.min_gain = spec.rebalancing.min_gain;  // the bottleneck band, as the rebalancer uses it
@@ -333,7 +333,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     }
   }
   if (!found) {
-    if (m.tensors.size() < 2) throw std::runtime_error(kActivationMissing);
+    if (m.tensors.size() < 2) throw net::CodedError(net::ErrorCode::ActivationMissing, kActivationMissing);
     // Recompute the forward from the stage input the trainer kept (failover or expiry).
     act.input = check_input(m.tensors[1], "input", samples);
     if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
@@ -564,7 +564,7 @@ void StageServer::Impl::serve_task(Task& task) {
   try {
     reply = run_task(task);
   } catch (const std::exception& e) {
-    reply = net::make_error(task.request.request_id, e.what());
+    reply = net::error_reply(task.request.request_id, e);  // a CodedError keeps its code
     metrics->add_failure(stage.load(), op_name(task.request.type));
   }
   if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
@@ -590,7 +590,7 @@ void StageServer::Impl::publish_compute_metrics() {
   metrics->set_compute_state(st);
 }
 
-void StageServer::Impl::announce(const std::string& state) {
+void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
   planner::PeerRecord rec;
   rec.peer_id = opt.peer_id;
   rec.role = "worker";
@@ -604,12 +604,12 @@ void StageServer::Impl::announce(const std::string& state) {
     std::lock_guard<std::mutex> lk(mu);
     if (stopping) return;  // withdrawn (or about to be): announcing would list it again
     going = exiting;
-    if (!state.empty()) rec.state = state;
-    else if (failed) rec.state = "failed";
-    else if (!ready) rec.state = "joining";
-    else if (leaving) rec.state = "draining";
-    else if (closing_since > 0) rec.state = "averaging";
-    else rec.state = "serving";
+    if (state) rec.state = *state;
+    else if (failed) rec.state = planner::PeerState::Failed;
+    else if (!ready) rec.state = planner::PeerState::Joining;
+    else if (leaving) rec.state = planner::PeerState::Draining;
+    else if (closing_since > 0) rec.state = planner::PeerState::Averaging;
+    else rec.state = planner::PeerState::Serving;
     rec.round = round;
     rec.queue_length = static_cast<int64_t>(queue.size());
   }
@@ -643,7 +643,7 @@ void StageServer::Impl::heartbeat_loop() {
     try {
       if (stage.load() >= 0) {  // not before the first join chose the stage
         report_failure();       // until the registry has it
-        announce("");
+        announce();
         if (ready) check_behind(registry->peers("worker", stage.load()));
       }
     } catch (const std::exception& e) {

@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <torch/torch.h>
@@ -88,7 +89,8 @@ struct StageServer::Impl {
   // whose backward never comes, and the round would wait the backward timeout for them.
   void expire_queued_forwards_locked(double now);
   void heartbeat_loop();
-  void announce(const std::string& state);
+  // Heartbeat; the state is the peer's own (failed, joining, draining, averaging, serving) unless given.
+  void announce(std::optional<planner::PeerState> state = std::nullopt);
   void publish_compute_metrics();  // loss scale, skipped steps, staging pool -> /metrics; any thread
 
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---

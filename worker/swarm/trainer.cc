@@ -155,7 +155,7 @@ void Trainer::Impl::announce() {
   rec.host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : bind.substr(0, colon);
   if (rec.host == "0.0.0.0") rec.host = "127.0.0.1";
   rec.metrics_port = metrics ? metrics->port() : 0;
-  rec.state = train_started > 0 ? "serving" : "joining";
+  rec.state = train_started > 0 ? planner::PeerState::Serving : planner::PeerState::Joining;
   const int64_t step = min_round();
   rec.round = step == INT64_MAX ? 0 : step;
   const double elapsed = train_started > 0 ? now_seconds() - train_started : 0;
@@ -187,7 +187,7 @@ void Trainer::Impl::refresh_peers() {
   std::lock_guard<std::mutex> lk(peers_mu);
   for (const auto& p : workers) {
     // Only peers that serve: not while joining (downloading state) or draining (leaving).
-    if (p.stage < 0 || p.stage >= stages || (p.state != "serving" && p.state != "averaging")) continue;
+    if (p.stage < 0 || p.stage >= stages || !planner::routable(p.state)) continue;
     ids[p.stage].push_back(p.peer_id);
     const std::string endpoint = p.host + ":" + std::to_string(p.port);
     auto it = clients.find(p.peer_id);
@@ -259,7 +259,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       return reply;
     } catch (const net::RemoteError& e) {
       // activation_missing: the peer lives but lost the forward; any peer can recompute it.
-      if (std::string(e.what()).find(kActivationMissing) == std::string::npos) {
+      if (e.code() != net::ErrorCode::ActivationMissing) {
         spdlog::warn("stage {} {} on {} failed: {}", stage, op_label, *peer, e.what());
         routers[stage]->report_failure(*peer, now_seconds());
       }
