@@ -70,9 +70,9 @@ void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
 }  // namespace
 
 bool StageServer::Impl::round_due_locked() const {
-  // With no activations left, samples_outstanding is 0: admitted work is done work.
+  // With no activations left, activations.samples() is 0: admitted work is done work.
   const bool reached =
-      target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
+      target_latched || others_samples + samples_done + activations.samples() >= target_samples;
   return reached && activations.empty();
 }
 
@@ -90,7 +90,7 @@ void StageServer::Impl::progress_loop() {
       if (stopping) return;
       r = round;
       s = samples_done;
-      a = samples_done + samples_outstanding;  // admitted: what this peer has taken on
+      a = samples_done + activations.samples();  // admitted: what this peer has taken on
       latched = target_latched;
     }
     if (!ready) continue;
