@@ -122,7 +122,7 @@ void StageServer::stop() {
     I.stopping = true;
   }
   I.cv.notify_all();
-  I.avg_cv.notify_all();
+  I.inbox.stop();
   // The heartbeat ends before the withdrawal: an announce still in flight after it would list the
   // peer again, and its later expiry would count a peer that left cleanly as lost.
   if (I.heartbeat_thread.joinable()) I.heartbeat_thread.join();

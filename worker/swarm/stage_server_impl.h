@@ -3,9 +3,9 @@
 // leave). Not part of the public API.
 //
 // Impl orchestrates; its parts keep their own state under their own lock: the request queue
-// (request_queue.h), the activations kept for backwards (activation_store.h) and the capacity
-// reading (capacity_meter.h). Lock order: Impl::mu, then a part's lock (a part never calls out with
-// its lock held); avg_mu is never held with mu.
+// (request_queue.h), the activations kept for backwards (activation_store.h), the capacity
+// reading (capacity_meter.h) and the averaging inbox of a round's leader (averaging_inbox.h).
+// Lock order: Impl::mu, then a part's lock (a part never calls out with its lock held).
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,7 @@
 #include "worker/net/client.h"
 #include "worker/net/server.h"
 #include "worker/swarm/activation_store.h"
+#include "worker/swarm/averaging_inbox.h"
 #include "worker/swarm/capacity_meter.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
@@ -30,19 +31,6 @@
 #include "worker/swarm/stage_server.h"
 
 namespace swarm::runtime {
-
-// A peer's gradient sent to the round's leader.
-struct Contribution {
-  std::string peer;
-  int64_t samples = 0;
-  torch::Tensor flat;
-};
-
-struct RoundResult {
-  torch::Tensor average;
-  int64_t samples = 0;
-  int members = 0;
-};
 
 struct StageServer::Impl {
   explicit Impl(WorkerOptions o);
@@ -114,7 +102,7 @@ struct StageServer::Impl {
   // Steps of finish_round, on the compute thread with no lock held.
   RoundEnd average_round(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
                          int& members, bool& writer);
-  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune averaging (avg_mu)
+  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune the inbox
   RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                             bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
@@ -137,6 +125,7 @@ struct StageServer::Impl {
   RequestQueue queue{now_seconds};
   ActivationStore activations;  // its samples(): admitted forwards owed a backward
   CapacityMeter capacity{now_seconds};
+  AveragingInbox inbox{now_seconds};  // the gradients pushed to this peer as a round's leader
 
   // Guarded by mu. cv: the compute loop waits on it (with mu) for work, a due round or a stop.
   mutable std::mutex mu;
@@ -165,12 +154,6 @@ struct StageServer::Impl {
   std::atomic<int64_t> round{0};
   std::atomic<int64_t> processed{0};
   std::atomic<uint64_t> fingerprint{0};
-
-  // Averaging inbox, guarded by avg_mu: contributions sent to this peer as a round's leader.
-  std::mutex avg_mu;
-  std::condition_variable avg_cv;
-  std::map<std::pair<int64_t, int>, std::vector<Contribution>> inbox;
-  std::map<std::pair<int64_t, int>, std::shared_ptr<RoundResult>> results;
 
   std::thread compute_thread, heartbeat_thread, progress_thread;
   std::atomic<bool> started{false}, stopped{false};
