@@ -70,9 +70,9 @@ void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
 }  // namespace
 
 bool StageServer::Impl::round_due_locked() const {
-  // With no activations left, samples_outstanding is 0: admitted work is done work.
+  // With no activations left, activations.samples() is 0: admitted work is done work.
   const bool reached =
-      target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
+      target_latched || others_samples + samples_done + activations.samples() >= target_samples;
   return reached && activations.empty();
 }
 
@@ -90,7 +90,7 @@ void StageServer::Impl::progress_loop() {
       if (stopping) return;
       r = round;
       s = samples_done;
-      a = samples_done + samples_outstanding;  // admitted: what this peer has taken on
+      a = samples_done + activations.samples();  // admitted: what this peer has taken on
       latched = target_latched;
     }
     if (!ready) continue;
@@ -212,14 +212,8 @@ void StageServer::Impl::advance_round(int64_t r) {
     closing_since = 0;
     fingerprint = model::param_fingerprint(*model);
   }
-  // Then, mu released: the averaging state of rounds more than two behind goes (avg_mu).
-  {
-    std::lock_guard<std::mutex> lk(avg_mu);
-    for (auto it = results.begin(); it != results.end();)
-      it = it->first.first + 2 < r ? results.erase(it) : std::next(it);
-    for (auto it = inbox.begin(); it != inbox.end();)
-      it = it->first.first + 2 < r ? inbox.erase(it) : std::next(it);
-  }
+  // Then, mu released: the averaging state of rounds more than two behind goes.
+  inbox.prune(r);
 }
 
 StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, torch::Tensor& flat,
@@ -253,28 +247,9 @@ StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, tor
   if (members == 1) return RoundOutcome::Averaged;
   const auto key = std::make_pair(r, attempt);
   if (group.leader == opt.peer_id) {
-    std::unique_lock<std::mutex> lk(avg_mu);
-    auto all_in = [&] {
-      size_t got = 0;
-      for (const auto& c : inbox[key])
-        for (const auto& m : group.members)
-          if (m.peer_id == c.peer) ++got;
-      return got + 1 >= group.members.size();
-    };
-    avg_cv.wait_until(lk, std::chrono::steady_clock::now() + to_ms(deadline - now_seconds()), all_in);
-    auto result = std::make_shared<RoundResult>();
-    result->average = flat.clone();
-    result->samples = samples;
-    result->members = 1;
-    for (const auto& c : inbox[key]) {
-      if (c.flat.numel() != flat.numel()) continue;
-      result->average += c.flat;
-      result->samples += c.samples;
-      result->members += 1;
-    }
-    results[key] = result;
-    lk.unlock();
-    avg_cv.notify_all();
+    std::vector<std::string> ids;
+    for (const auto& m : group.members) ids.push_back(m.peer_id);
+    const auto result = inbox.gather(key, ids, flat, samples, deadline);
     flat = result->average;
     samples = result->samples;
     members = result->members;
@@ -311,19 +286,10 @@ net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
   if (request.tensors.size() != 1 || request.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("average: expected one float32 gradient tensor");
   Contribution c{meta_string(meta, "peer"), samples, from_wire(request.tensors[0])};
-  const auto key = std::make_pair(r, attempt);
-  std::unique_lock<std::mutex> lk(avg_mu);
   // A push that arrives after the leader closed the round still gets the round's result, so the
   // late member steps with the same update as everyone else (its own gradient is then lost).
-  if (r < round.load() && !results.count(key)) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
-  inbox[key].push_back(std::move(c));
-  avg_cv.notify_all();
-  const auto deadline = std::chrono::steady_clock::now() + to_ms(opt.spec.timeouts.averaging_seconds);
-  if (!avg_cv.wait_until(lk, deadline, [&] { return results.count(key) > 0 || stopped.load(); }) ||
-      !results.count(key))
-    throw std::runtime_error("averaging round " + std::to_string(r) + " timed out at the leader");
-  auto result = results[key];
-  lk.unlock();
+  const auto result = inbox.contribute(std::make_pair(r, attempt), std::move(c), r < round.load(),
+                                       opt.spec.timeouts.averaging_seconds);
   auto reply = make_message(net::AverageReply, {{"samples", result->samples}, {"members", result->members}});
   reply.tensors.push_back(to_wire(result->average));
   return reply;

@@ -81,7 +81,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   {
     std::lock_guard<std::mutex> lk(mu);
     round = 0;
-    samples_done = samples_outstanding = others_samples = 0;
+    samples_done = others_samples = 0;
     activations.clear();
     target_latched = false;
     closing_since = 0;
@@ -277,7 +277,7 @@ void StageServer::Impl::resync() {
   {
     std::lock_guard<std::mutex> lk(mu);
     lost = samples_done;
-    samples_done = samples_outstanding = others_samples = 0;
+    samples_done = others_samples = 0;
     activations.clear();
     target_latched = false;
     closing_since = 0;
@@ -399,8 +399,7 @@ void StageServer::Impl::complete_leave() {
   int64_t lost = 0;
   {
     std::lock_guard<std::mutex> lk(mu);
-    lost = samples_outstanding;  // forwards whose backward never came: their trainers recompute
-    expire_activations_locked(now_seconds(), true);
+    lost = activations.clear();  // forwards whose backward never came: their trainers recompute
   }
   const bool alone = !others_serve(*registry, opt.peer_id, from);
   if (!handoff_gradients()) {

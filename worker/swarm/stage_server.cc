@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -20,7 +19,6 @@ namespace swarm::runtime {
 
 namespace {
 
-
 const char* op_name(uint16_t type) {
   switch (type) {
     case net::Forward: return "forward";
@@ -31,15 +29,12 @@ const char* op_name(uint16_t type) {
   }
 }
 
-constexpr int64_t kMaxSamplesPerRequest = 65536;
-// Capacity measurement (heartbeat_loop): the window of wall time it averages over, and the
-// compute time it needs before a reading counts.
-constexpr double kCapacityWindowSeconds = 10;
-constexpr double kCapacityMinBusySeconds = 2.0;
-
 }  // namespace
 
-StageServer::Impl::Impl(WorkerOptions o) : opt(std::move(o)) {
+StageServer::Impl::Impl(WorkerOptions o)
+    : opt(std::move(o)),
+      activations(now_seconds, opt.spec.timeouts.activation_ttl_seconds,
+                  static_cast<size_t>(opt.max_activations)) {
   check_runtime_support(opt.spec);
   model_cfg = model_config(opt.spec);
   target_samples = opt.spec.training.global_batch;
@@ -127,7 +122,7 @@ void StageServer::stop() {
     I.stopping = true;
   }
   I.cv.notify_all();
-  I.avg_cv.notify_all();
+  I.inbox.stop();
   // The heartbeat ends before the withdrawal: an announce still in flight after it would list the
   // peer again, and its later expiry would count a peer that left cleanly as lost.
   if (I.heartbeat_thread.joinable()) I.heartbeat_thread.join();
@@ -174,11 +169,9 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   switch (request.type) {
     case net::AveragePush:
       return handle_average_push(std::move(request));
-    case net::Ping: {
-      std::lock_guard<std::mutex> lk(mu);
+    case net::Ping:
       return make_message(net::Pong, {{"stage", stage.load()}, {"round", round.load()},
                                       {"queue", queue.size()}, {"peer", opt.peer_id}});
-    }
     case net::Forward:
     case net::Backward:
     case net::ForwardBackward:
@@ -201,22 +194,19 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     throw std::runtime_error("peer is joining its stage, not serving yet");
   }
   if (request.type != net::StateRequest && request.type != kGradientHandoff) {
-    int64_t samples = meta_int(task->meta, "samples");
-    if (samples < 1 || samples > kMaxSamplesPerRequest)
-      throw std::invalid_argument("meta.samples: must be in [1, " + std::to_string(kMaxSamplesPerRequest) +
-                                  "], got " + std::to_string(samples));
+    RequestQueue::check_samples(meta_int(task->meta, "samples"));
     meta_string(task->meta, "mb");
   }
   if (request.type == net::ForwardBackward && stage.load() != opt.spec.pipeline.stages - 1)
     throw std::invalid_argument("forward_backward is served by the last stage only; this is stage " +
                                 std::to_string(stage.load()));
   task->request = std::move(request);
-  task->enqueued_at = now_seconds();
   auto reply = task->reply.get_future();
   {
+    // Queued under mu: the compute loop checks the queue under mu before it waits on cv.
     std::lock_guard<std::mutex> lk(mu);
     if (stopping || left) throw std::runtime_error("worker is stopping");
-    queue.push_back(task);
+    queue.push(task);
     metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
   }
   cv.notify_all();
@@ -271,11 +261,8 @@ net::Message StageServer::Impl::do_forward(Task& task) {
   } else {
     if (stage.load() > 0) input = input.detach().requires_grad_(true);
     out = compute->forward(*model, input);
-    std::lock_guard<std::mutex> lk(mu);
     // A repeated microbatch id replaces the older activations (a trainer retried the forward).
-    auto& slot = activations[meta_string(task.meta, "mb")];
-    samples_outstanding += samples - slot.samples;
-    slot = Activation{input, out, samples, round.load(), now_seconds()};
+    activations.put(meta_string(task.meta, "mb"), input, out, samples, round.load());
   }
   auto reply = make_message(net::ForwardReply, {{"round", round.load()}});
   // Activations travel as float32 (what check_input accepts), whatever the compute precision.
@@ -307,7 +294,7 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
-  completed += samples;
+  capacity.add_completed(samples);
   auto reply = make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
   reply.tensors.push_back(to_wire(compute->to_host(input.grad(), torch::kFloat32)));
   return reply;
@@ -322,15 +309,9 @@ net::Message StageServer::Impl::do_backward(Task& task) {
   const std::string mb = meta_string(task.meta, "mb");
   Activation act;
   bool found = false;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    auto it = activations.find(mb);
-    if (it != activations.end()) {
-      act = std::move(it->second);
-      activations.erase(it);
-      samples_outstanding -= act.samples;
-      found = act.round == round.load();
-    }
+  if (auto kept = activations.take(mb)) {
+    act = std::move(*kept);
+    found = act.round == round.load();
   }
   if (!found) {
     if (m.tensors.size() < 2) throw net::CodedError(net::ErrorCode::ActivationMissing, kActivationMissing);
@@ -348,7 +329,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     std::lock_guard<std::mutex> lk(mu);
     samples_done += samples;
   }
-  completed += samples;
+  capacity.add_completed(samples);
   auto reply = make_message(net::BackwardReply, {{"round", round.load()}, {"recomputed", !found}});
   if (stage.load() > 0) reply.tensors.push_back(to_wire(compute->to_host(act.input.grad(), torch::kFloat32)));
   return reply;
@@ -378,84 +359,20 @@ net::Message StageServer::Impl::run_task(Task& task) {
 }
 
 bool StageServer::Impl::admission_open_locked() const {
-  const int64_t admitted = others_samples + samples_done + samples_outstanding;
+  const int64_t admitted = others_samples + samples_done + activations.samples();
   return !target_latched && admitted < target_samples;
 }
 
-bool StageServer::Impl::has_eligible_locked() const {
-  if (leaving && !queue.empty()) return true;
-  for (const auto& t : queue) {
-    if (t->request.type == net::Backward || t->request.type == net::StateRequest ||
-        t->request.type == kGradientHandoff)
-      return true;
-    if (meta_bool(t->meta, "eval", false)) return true;
-  }
-  return !queue.empty() && admission_open_locked();
-}
-
 std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
-  auto take = [&](auto pred) -> std::shared_ptr<Task> {
-    for (auto it = queue.begin(); it != queue.end(); ++it) {
-      if (pred(**it)) {
-        auto t = *it;
-        queue.erase(it);
-        return t;
-      }
-    }
-    return nullptr;
-  };
-  // Backward first: it completes a microbatch and frees its activations.
-  if (auto t = take([](const Task& t) {
-        return t.request.type == net::Backward || t.request.type == net::StateRequest ||
-               t.request.type == kGradientHandoff;
-      }))
-    return t;
-  // A leaving peer answers queued forwards at once (with an error) so trainers retry elsewhere.
-  if (leaving) return take([](const Task&) { return true; });
-  if (auto t = take([](const Task& t) { return meta_bool(t.meta, "eval", false); })) return t;
-  // A new forward is admitted only while the round still needs samples: once admitted work
-  // covers the global batch, later forwards wait for the optimizer step (they would otherwise be
-  // computed with parameters that the step is about to change).
-  if (!admission_open_locked()) {
-    if (closing_since == 0) closing_since = now_seconds();
-    return nullptr;
-  }
-  return take([](const Task&) { return true; });
+  bool held = false;
+  auto task = queue.take(leaving, admission_open_locked(), &held);
+  if (held && closing_since == 0) closing_since = now_seconds();  // the round stopped admitting
+  return task;
 }
 
-void StageServer::Impl::expire_queued_forwards_locked(double now) {
-  const auto& to = opt.spec.timeouts;
-  for (auto it = queue.begin(); it != queue.end();) {
-    const auto type = (*it)->request.type;
-    double limit = 0;
-    if (type == net::Forward) limit = to.forward_seconds;
-    else if (type == net::ForwardBackward) limit = to.forward_seconds + to.backward_seconds;
-    const double waited = now - (*it)->enqueued_at;
-    if (limit > 0 && waited > 0.9 * limit) {
-      (*it)->reply.set_value(net::make_error(
-          (*it)->request.request_id,
-          fmt::format("waited {:.1f} s in the queue, past its caller's timeout "
-                      "(spec.timeouts.forwardSeconds {}): not computed",
-                      waited, to.forward_seconds)));
-      metrics->add_failure(stage.load(), op_name(type));
-      it = queue.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void StageServer::Impl::expire_activations_locked(double now, bool force_all) {
-  const double ttl = opt.spec.timeouts.activation_ttl_seconds;
-  for (auto it = activations.begin(); it != activations.end();) {
-    if (force_all || now - it->second.created_at > ttl ||
-        activations.size() > static_cast<size_t>(opt.max_activations)) {
-      samples_outstanding -= it->second.samples;
-      it = activations.erase(it);
-    } else {
-      ++it;
-    }
-  }
+void StageServer::Impl::expire_queued_forwards() {
+  for (const uint16_t type : queue.expire_waiting(opt.spec.timeouts))
+    metrics->add_failure(stage.load(), op_name(type));
 }
 
 void StageServer::Impl::compute_loop() {
@@ -466,14 +383,14 @@ void StageServer::Impl::compute_loop() {
       std::unique_lock<std::mutex> lk(mu);
       // The timeout bounds how late activation expiry and the drain deadline are noticed.
       cv.wait_for(lk, std::chrono::milliseconds(50), [&] {
-        return stopping || round_due_locked() || has_eligible_locked() || resync_requested ||
-               (move_to >= 0 && !leaving);
+        return stopping || round_due_locked() || queue.has_eligible(leaving, admission_open_locked()) ||
+               resync_requested || (move_to >= 0 && !leaving);
       });
       if (stopping || left) break;
       const double now = now_seconds();
       if (move_to >= 0 && !leaving) start_leave_locked(now);
-      expire_activations_locked(now, false);
-      expire_queued_forwards_locked(now);
+      activations.expire();
+      expire_queued_forwards();
       drop_overdue_activations_locked(now);
       if (!round_due_locked()) task = next_task_locked();
       metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
@@ -487,8 +404,7 @@ void StageServer::Impl::compute_loop() {
     cv.notify_all();
   }
   std::lock_guard<std::mutex> lk(mu);
-  for (auto& t : queue) t->reply.set_value(net::make_error(t->request.request_id, "worker is stopping"));
-  queue.clear();
+  queue.fail_all("worker is stopping");
 }
 
 void StageServer::Impl::start_leave_locked(double now) {
@@ -501,7 +417,7 @@ void StageServer::Impl::start_leave_locked(double now) {
 
 void StageServer::Impl::drop_overdue_activations_locked(double now) {
   const bool reached =
-      target_latched || others_samples + samples_done + samples_outstanding >= target_samples;
+      target_latched || others_samples + samples_done + activations.samples() >= target_samples;
   // Backwards of a closing round that never come (their trainer was killed) must not hold
   // the step: their activations are dropped, and a late backward recomputes the forward. The
   // wait is shorter than the stage's averaging gather window (half the averaging timeout,
@@ -513,7 +429,7 @@ void StageServer::Impl::drop_overdue_activations_locked(double now) {
     spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the round's "
                  "close",
                  opt.peer_id, activations.size(), owed_wait);
-    expire_activations_locked(now, true);
+    activations.clear();
   }
   // A leaving peer waits for owed backwards only until its leave deadline; one that never came
   // (its trainer retried the microbatch elsewhere) must not keep it out of the round it holds
@@ -521,7 +437,7 @@ void StageServer::Impl::drop_overdue_activations_locked(double now) {
   if (leaving && !activations.empty() && now > leave_deadline) {
     spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
                  opt.peer_id, activations.size());
-    expire_activations_locked(now, true);
+    activations.clear();
   }
 }
 
@@ -570,7 +486,7 @@ void StageServer::Impl::serve_task(Task& task) {
   if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
     std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));
   const double done = now_seconds();
-  busy_seconds = busy_seconds + (done - started);
+  capacity.add_busy(done - started);
   int64_t samples = meta_int(task.meta, "samples", 0);
   if (reply.type != net::Error) processed += samples;
   metrics->observe_request(stage.load(), op_name(task.request.type), done - task.enqueued_at,
@@ -598,7 +514,7 @@ void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
   rec.host = opt.host;
   rec.port = server->port();
   rec.metrics_port = metrics->port();
-  rec.samples_per_second = samples_per_second;
+  rec.samples_per_second = capacity.samples_per_second();
   bool going = false;
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -622,24 +538,9 @@ void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
 
 void StageServer::Impl::heartbeat_loop() {
   uint64_t last_sent = 0, last_received = 0;
-  // Capacity, not current rate: samples completed per second of compute, over a sliding window of
-  // wall time (kCapacityWindowSeconds). Per-heartbeat readings swing by tens of percent with the
-  // microbatch mix and the machine's other load; the rebalancer compares stages with them, so the
-  // reading must be steadier than its min_gain. With the queue length it gives the stage's load.
-  struct Reading {
-    double at, busy;
-    int64_t completed;
-  };
-  std::deque<Reading> window;
   while (true) {
-    const double t = now_seconds();
-    window.push_back({t, busy_seconds.load(), completed.load()});
-    while (window.size() > 2 && t - window[1].at >= kCapacityWindowSeconds) window.pop_front();
-    const double busy = window.back().busy - window.front().busy;
-    if (busy > kCapacityMinBusySeconds) {
-      samples_per_second =
-          static_cast<double>(window.back().completed - window.front().completed) / busy;
-    }
+    // The capacity it announces (capacity_meter.h); with the queue length, the stage's load.
+    capacity.read();
     try {
       if (stage.load() >= 0) {  // not before the first join chose the stage
         report_failure();       // until the registry has it

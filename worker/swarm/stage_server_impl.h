@@ -1,11 +1,15 @@
-// Internal state of StageServer, shared by stage_server.cc (requests, compute loop) and
-// stage_averaging.cc (the end-of-round gradient all-reduce). Not part of the public API.
+// Internal state of StageServer, shared by stage_server.cc (requests, compute loop),
+// stage_averaging.cc (the end-of-round gradient all-reduce) and stage_membership.cc (join, resync,
+// leave). Not part of the public API.
+//
+// Impl orchestrates; its parts keep their own state under their own lock: the request queue
+// (request_queue.h), the activations kept for backwards (activation_store.h), the capacity
+// reading (capacity_meter.h) and the averaging inbox of a round's leader (averaging_inbox.h).
+// Lock order: Impl::mu, then a part's lock (a part never calls out with its lock held).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
-#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -19,41 +23,15 @@
 #include "worker/model/stage_compute.h"
 #include "worker/net/client.h"
 #include "worker/net/server.h"
+#include "worker/swarm/activation_store.h"
+#include "worker/swarm/averaging_inbox.h"
+#include "worker/swarm/capacity_meter.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
+#include "worker/swarm/request_queue.h"
 #include "worker/swarm/stage_server.h"
 
 namespace swarm::runtime {
-
-// One queued request. The connection thread that received it waits on `reply`.
-struct Task {
-  net::Message request;
-  nlohmann::json meta;
-  std::promise<net::Message> reply;
-  double enqueued_at = 0;
-};
-
-// What a forward leaves behind for its backward.
-struct Activation {
-  torch::Tensor input;   // requires grad (except token ids of the first stage)
-  torch::Tensor output;
-  int64_t samples = 0;
-  int64_t round = 0;     // parameters it was computed with; stale after an optimizer step
-  double created_at = 0;
-};
-
-// A peer's gradient sent to the round's leader.
-struct Contribution {
-  std::string peer;
-  int64_t samples = 0;
-  torch::Tensor flat;
-};
-
-struct RoundResult {
-  torch::Tensor average;
-  int64_t samples = 0;
-  int members = 0;
-};
 
 struct StageServer::Impl {
   explicit Impl(WorkerOptions o);
@@ -69,8 +47,9 @@ struct StageServer::Impl {
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
   void compute_loop();
   // Steps of compute_loop, on the compute thread. Each pass, under mu: start_leave_locked (when
-  // the rebalancer assigned move_to), the two expiries, drop_overdue_activations_locked; then,
-  // with mu released, serve_task, or idle_step when there was no task.
+  // the rebalancer assigned move_to), the two expiries (activations past their time to live,
+  // queued forwards whose caller gave up), drop_overdue_activations_locked; then, with mu
+  // released, serve_task, or idle_step when there was no task.
   void start_leave_locked(double now);  // stop taking forwards; owed backwards until a deadline
   // Drops the activations whose backward is overdue: a closing round's, after a wait shorter than
   // the stage's gather window, and a leaving peer's, after its leave deadline.
@@ -80,14 +59,12 @@ struct StageServer::Impl {
   // leave that is ready. Takes mu itself.
   void idle_step();
   bool leave_ready_locked(double now) const;  // leaving, nothing queued or owed, no round awaited
-  std::shared_ptr<Task> next_task_locked();
-  bool admission_open_locked() const;
-  bool has_eligible_locked() const;
-  void expire_activations_locked(double now, bool force_all);
-  // Answers with an error, without computing, the queued forwards whose caller has given up (they
-  // waited past 90 % of the trainer's timeout for them): computed, they would leave activations
-  // whose backward never comes, and the round would wait the backward timeout for them.
-  void expire_queued_forwards_locked(double now);
+  std::shared_ptr<Task> next_task_locked();  // from the queue; marks the round closing
+  bool admission_open_locked() const;         // the round still admits new forwards
+  // Answers with an error, without computing, the queued forwards whose caller has given up
+  // (RequestQueue::expire_waiting): computed, they would leave activations whose backward never
+  // comes, and the round would wait the backward timeout for them.
+  void expire_queued_forwards();
   void heartbeat_loop();
   // Heartbeat; the state is the peer's own (failed, joining, draining, averaging, serving) unless given.
   void announce(std::optional<planner::PeerState> state = std::nullopt);
@@ -127,7 +104,7 @@ struct StageServer::Impl {
   // Steps of finish_round, on the compute thread with no lock held.
   RoundEnd average_round(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
                          int& members, bool& writer);
-  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune averaging (avg_mu)
+  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune the inbox
   RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                             bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
@@ -146,13 +123,16 @@ struct StageServer::Impl {
   net::ClientOptions client_options;
   int64_t target_samples = 0;  // the job's global batch
 
-  // Guarded by mu.
+  // The parts, each with its own lock.
+  RequestQueue queue{now_seconds};
+  ActivationStore activations;  // its samples(): admitted forwards owed a backward
+  CapacityMeter capacity{now_seconds};
+  AveragingInbox inbox{now_seconds};  // the gradients pushed to this peer as a round's leader
+
+  // Guarded by mu. cv: the compute loop waits on it (with mu) for work, a due round or a stop.
   mutable std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::shared_ptr<Task>> queue;
-  std::map<std::string, Activation> activations;
   int64_t samples_done = 0;       // backward samples accumulated this round (local)
-  int64_t samples_outstanding = 0;  // samples of stored activations
   int64_t others_samples = 0;     // other peers' admitted samples this round, from the coordinator
   bool target_latched = false;    // the coordinator says the stage reached the global batch
   double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
@@ -176,15 +156,6 @@ struct StageServer::Impl {
   std::atomic<int64_t> round{0};
   std::atomic<int64_t> processed{0};
   std::atomic<uint64_t> fingerprint{0};
-  std::atomic<double> samples_per_second{0};  // completed samples per compute-second, smoothed
-  std::atomic<int64_t> completed{0};          // samples whose backward this peer ran
-  std::atomic<double> busy_seconds{0};        // time the compute thread spent on requests
-
-  // Averaging inbox, guarded by avg_mu: contributions sent to this peer as a round's leader.
-  std::mutex avg_mu;
-  std::condition_variable avg_cv;
-  std::map<std::pair<int64_t, int>, std::vector<Contribution>> inbox;
-  std::map<std::pair<int64_t, int>, std::shared_ptr<RoundResult>> results;
 
   std::thread compute_thread, heartbeat_thread, progress_thread;
   std::atomic<bool> started{false}, stopped{false};

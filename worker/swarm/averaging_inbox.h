@@ -1,0 +1,71 @@
+// A round leader's inbox: the gradient sums the members of an averaging group push to it, and the
+// result it answers every push with (stage_averaging.cc has the protocol). Keyed by (round,
+// attempt).
+//
+// Thread-safe (one mutex, a leaf: nothing is called with it held). The clock gives the leader's
+// deadlines their meaning: a deadline is a reading of it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "worker/swarm/clock.h"
+
+namespace swarm::runtime {
+
+// A peer's gradient sent to the round's leader.
+struct Contribution {
+  std::string peer;
+  int64_t samples = 0;
+  torch::Tensor flat;
+};
+
+struct RoundResult {
+  torch::Tensor average;  // the sum of the gradients (divided by `samples` when applied)
+  int64_t samples = 0;
+  int members = 0;
+};
+
+class AveragingInbox {
+ public:
+  using Key = std::pair<int64_t, int>;  // (round, attempt)
+
+  explicit AveragingInbox(Clock clock);
+
+  // The leader's side: waits until every other peer of `members` pushed, or until `deadline` (a
+  // clock reading), then adds up its own gradient and every push of the right size, publishes
+  // the sum as the key's result (the waiting pushes are answered with it) and returns it.
+  std::shared_ptr<const RoundResult> gather(const Key& key, const std::vector<std::string>& members,
+                                            const torch::Tensor& own, int64_t own_samples,
+                                            double deadline);
+
+  // A member's push, on its connection thread: files `c` and waits up to `timeout_seconds` for
+  // the key's result. Throws round_closed when `round_passed` (the leader stepped past the round)
+  // and the round has no result; a push arriving after the result was published gets it still,
+  // so the late member steps with the same update as the others (its own gradient is lost).
+  std::shared_ptr<const RoundResult> contribute(const Key& key, Contribution c, bool round_passed,
+                                                double timeout_seconds);
+
+  // Drops what the inbox holds of rounds more than two behind `round`.
+  void prune(int64_t round);
+  // Answers the pushes waiting now and those to come with an error (the worker is stopping).
+  void stop();
+
+ private:
+  Clock clock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::map<Key, std::vector<Contribution>> inbox_;
+  std::map<Key, std::shared_ptr<const RoundResult>> results_;
+};
+
+}  // namespace swarm::runtime
