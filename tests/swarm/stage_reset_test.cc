@@ -72,13 +72,22 @@ TEST(StageReset, AStageBackWithoutItsStateAfterTrainingFailsTheJob) {
   ASSERT_TRUE(testing::train(swarm, 3).finished);
   const int64_t step = swarm.workers[1]->status().round;
   ASSERT_GE(step, 3);
+  // The registry learns stage 1's step from its progress reports (every 25 ms): the failure names
+  // the step the registry knows, so wait until it knows this one (it lagged by one on a loaded
+  // machine: 2 vs 3).
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  const auto known = [&] {
+    const auto st = reg.stats();
+    return st.contains("stageRounds") ? st["stageRounds"].value("1", int64_t{-1}) : int64_t{-1};
+  };
+  for (int i = 0; i < 200 && known() < step; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_GE(known(), step);
   swarm.workers[0]->stop();  // stage 0's only peer is gone, and there are no checkpoints
   auto& replacement = swarm.add_worker(0, 7);
   const auto st = replacement.status();
   EXPECT_TRUE(st.failed);
   EXPECT_FALSE(st.ready);
 
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
   const auto stats = reg.stats();
   ASSERT_TRUE(stats.contains("failure")) << stats.dump();
   const auto& f = stats["failure"];

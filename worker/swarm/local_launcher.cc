@@ -219,7 +219,7 @@ int LocalRun::fail(const std::string& why) {
 }
 
 void LocalRun::start_registry() {
-  start({"registry", "registry", -1, "registry.log"},
+  start({"registry", "registry", -1, "registry.log", {}},
         {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port_), "--peer-expiry",
          std::to_string(spec_.timeouts.peer_expiry_seconds), "--job", o_.job_path});
 }
@@ -286,7 +286,7 @@ void LocalRun::start_worker(const std::string& id, int s) {
   if (checkpoint_every_ > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(checkpoint_every_)});
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
-  start({"worker " + id, "worker", s, id + ".log"}, args);
+  start({"worker " + id, "worker", s, id + ".log", {}}, args);
 }
 
 void LocalRun::start_workers() {
@@ -304,7 +304,7 @@ void LocalRun::start_trainers() {
                                      "--registry", registry_url_, "--report", reports_.back(), "--steps",
                                      std::to_string(max_steps_)};
     if (o_.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o_.max_seconds)});
-    start({"trainer " + id, "trainer", -1, id + ".log"}, args);
+    start({"trainer " + id, "trainer", -1, id + ".log", {}}, args);
   }
 }
 
