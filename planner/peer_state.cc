@@ -1,35 +1,15 @@
 #include "planner/peer_state.h"
 
-#include <cstdio>
 #include <stdexcept>
+
+#include "common/json_quote.h"
 
 namespace swarm::planner {
 namespace {
 
-// `s` as a JSON string literal, as the registry's wire describes a value in its errors (quoted,
-// escaped, cut to 80 characters).
+// `s` as the registry's wire describes a value in its errors: a JSON string, cut to 80 characters.
 std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
+  std::string out = json_quote(s);
   if (out.size() > 80) out = out.substr(0, 77) + "...";
   return out;
 }

@@ -11,9 +11,11 @@ json to_json(const SwarmJobStatus& s) {
             {"trainersReady", s.trainers_ready},
             {"step", s.step},
             {"samplesPerSecond", s.samples_per_second},
-            {"loss", s.loss},
             {"preemptions", s.preemptions},
             {"stageReassignments", s.stage_reassignments}};
+  // No loss until a trainer reported one: 0 would read as a perfect model (and a watcher waiting for
+  // the loss to fall below its first reading would wait below 0 forever).
+  if (s.loss > 0) j["loss"] = s.loss;
   j["conditions"] = json::array();
   for (const auto& c : s.conditions) {
     j["conditions"].push_back({{"type", c.type}, {"status", c.status}, {"reason", c.reason},

@@ -108,5 +108,14 @@ TEST(Status, RoundTripsAndKeepsTransitionTimes) {
   EXPECT_EQ(to_json(s)["workersReady"], "0/0");
 }
 
+// status.loss appears once a trainer reported a loss; before that it is absent, not 0.
+TEST(Status, NoLossUntilOneWasReported) {
+  SwarmJobStatus s;
+  EXPECT_FALSE(to_json(s).contains("loss")) << to_json(s).dump();
+  s.loss = 2.5;
+  EXPECT_EQ(to_json(s)["loss"], 2.5);
+  EXPECT_EQ(status_from_json(to_json(s)).loss, 2.5);
+}
+
 }  // namespace
 }  // namespace swarm::op

@@ -4,19 +4,15 @@
 #include <torch/torch.h>
 
 #include "worker/swarm/activation_store.h"
+#include "tests/swarm/fake_clock.h"
 
 namespace swarm::runtime {
 namespace {
 
-struct FakeClock {
-  double now = 50;
-  Clock clock() {
-    return [this] { return now; };
-  }
-};
+constexpr double kStart = 50;  // the fake clock's first reading
 
 TEST(ActivationStore, HandsEachEntryOutOnce) {
-  FakeClock c;
+  FakeClock c(kStart);
   ActivationStore store(c.clock(), /*ttl_seconds=*/60, /*max_entries=*/8);
   store.put("a", torch::ones({2, 3}), torch::zeros({2, 3}), 2, /*round=*/7);
   EXPECT_EQ(store.size(), 1u);
@@ -34,7 +30,7 @@ TEST(ActivationStore, HandsEachEntryOutOnce) {
 }
 
 TEST(ActivationStore, ARepeatedMicrobatchReplacesTheOlderEntry) {
-  FakeClock c;
+  FakeClock c(kStart);
   ActivationStore store(c.clock(), 60, 8);
   store.put("a", {}, {}, 4, 1);
   c.now += 5;
@@ -48,7 +44,7 @@ TEST(ActivationStore, ARepeatedMicrobatchReplacesTheOlderEntry) {
 }
 
 TEST(ActivationStore, ExpiresAnEntryJustPastItsAgeLimit) {
-  FakeClock c;
+  FakeClock c(kStart);
   ActivationStore store(c.clock(), /*ttl_seconds=*/30, 8);
   store.put("old", {}, {}, 2, 0);
   c.now += 10;
@@ -67,7 +63,7 @@ TEST(ActivationStore, ExpiresAnEntryJustPastItsAgeLimit) {
 }
 
 TEST(ActivationStore, KeepsAtMostItsLimitDroppingTheFirstIdsInOrder) {
-  FakeClock c;
+  FakeClock c(kStart);
   ActivationStore store(c.clock(), 60, /*max_entries=*/2);
   for (const char* mb : {"c", "a", "d", "b"}) store.put(mb, {}, {}, 1, 0);
   EXPECT_EQ(store.size(), 4u);  // put does not enforce the limit; expire does
@@ -81,7 +77,7 @@ TEST(ActivationStore, KeepsAtMostItsLimitDroppingTheFirstIdsInOrder) {
 }
 
 TEST(ActivationStore, ClearReturnsTheSamplesOwedABackward) {
-  FakeClock c;
+  FakeClock c(kStart);
   ActivationStore store(c.clock(), 60, 8);
   EXPECT_EQ(store.clear(), 0);
   store.put("a", {}, {}, 3, 0);

@@ -9,23 +9,19 @@
 #include "worker/swarm/averaging_inbox.h"
 #include "worker/net/errors.h"
 #include "worker/swarm/protocol.h"
+#include "tests/swarm/fake_clock.h"
 
 namespace swarm::runtime {
 namespace {
 
-struct FakeClock {
-  double now = 10;
-  Clock clock() {
-    return [this] { return now; };
-  }
-};
+constexpr double kStart = 10;  // the fake clock's first reading
 
 Contribution push(const std::string& peer, int64_t samples, torch::Tensor flat) {
   return Contribution{peer, samples, std::move(flat)};
 }
 
 TEST(AveragingInbox, ALeaderPastItsDeadlineSumsWhatArrived) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   const auto own = torch::full({3}, 1.0f);
   // Deadline already passed: no wait, its own gradient alone.
@@ -37,7 +33,7 @@ TEST(AveragingInbox, ALeaderPastItsDeadlineSumsWhatArrived) {
 }
 
 TEST(AveragingInbox, TheLeaderWaitsForEveryMemberAndAnswersEachPushWithTheSum) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   const AveragingInbox::Key key{7, 1};
   auto b = std::async(std::launch::async, [&] {
@@ -56,7 +52,7 @@ TEST(AveragingInbox, TheLeaderWaitsForEveryMemberAndAnswersEachPushWithTheSum) {
 }
 
 TEST(AveragingInbox, APushOfTheWrongSizeIsLeftOut) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   auto bad = std::async(std::launch::async, [&] {
     return inbox.contribute({1, 0}, push("b", 9, torch::ones({5})), false, 60);
@@ -68,7 +64,7 @@ TEST(AveragingInbox, APushOfTheWrongSizeIsLeftOut) {
 }
 
 TEST(AveragingInbox, ALatePushGetsThePublishedResultOrRoundClosed) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   auto r = inbox.gather({3, 0}, {"a", "b"}, torch::ones({2}), 4, c.now);
   // The leader stepped past round 3: a push for it still gets the round's result ...
@@ -84,7 +80,7 @@ TEST(AveragingInbox, ALatePushGetsThePublishedResultOrRoundClosed) {
 }
 
 TEST(AveragingInbox, PruneDropsRoundsMoreThanTwoBehind) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   inbox.gather({3, 0}, {"a"}, torch::ones({2}), 1, c.now);
   inbox.gather({4, 0}, {"a"}, torch::ones({2}), 1, c.now);
@@ -94,7 +90,7 @@ TEST(AveragingInbox, PruneDropsRoundsMoreThanTwoBehind) {
 }
 
 TEST(AveragingInbox, StopAnswersAWaitingPushWithAnError) {
-  FakeClock c;
+  FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   std::promise<void> filed;
   auto waiting = std::async(std::launch::async, [&] {

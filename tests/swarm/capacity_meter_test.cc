@@ -3,19 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "worker/swarm/capacity_meter.h"
+#include "tests/swarm/fake_clock.h"
 
 namespace swarm::runtime {
 namespace {
 
-struct FakeClock {
-  double now = 1000;
-  Clock clock() {
-    return [this] { return now; };
-  }
-};
+constexpr double kStart = 1000;  // the fake clock's first reading
 
 TEST(CapacityMeter, IsZeroWithNoSamples) {
-  FakeClock c;
+  FakeClock c(kStart);
   CapacityMeter m(c.clock());
   EXPECT_EQ(m.samples_per_second(), 0);
   EXPECT_EQ(m.read(), 0);
@@ -25,7 +21,7 @@ TEST(CapacityMeter, IsZeroWithNoSamples) {
 }
 
 TEST(CapacityMeter, CountsSamplesPerBusySecondOnceTheWindowHeldEnoughCompute) {
-  FakeClock c;
+  FakeClock c(kStart);
   CapacityMeter m(c.clock());  // window 10 s, at least 2 s of compute
   m.read();
   c.now += 1;
@@ -43,7 +39,7 @@ TEST(CapacityMeter, CountsSamplesPerBusySecondOnceTheWindowHeldEnoughCompute) {
 }
 
 TEST(CapacityMeter, TheWindowSlidesAndTheLastValueStaysWhileTooLittleComputeIsInIt) {
-  FakeClock c;
+  FakeClock c(kStart);
   CapacityMeter m(c.clock(), /*window_seconds=*/10, /*min_busy_seconds=*/2);
   m.read();  // t = 0
   m.add_busy(4);

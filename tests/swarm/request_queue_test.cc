@@ -4,16 +4,12 @@
 
 #include "worker/swarm/protocol.h"
 #include "worker/swarm/request_queue.h"
+#include "tests/swarm/fake_clock.h"
 
 namespace swarm::runtime {
 namespace {
 
-struct FakeClock {
-  double now = 100;
-  Clock clock() {
-    return [this] { return now; };
-  }
-};
+constexpr double kStart = 100;  // the fake clock's first reading
 
 std::shared_ptr<Task> task(uint16_t type, uint64_t id, bool eval = false) {
   auto t = std::make_shared<Task>();
@@ -44,7 +40,7 @@ TEST(RequestQueue, RefusesSampleCountsPastItsLimitAndSaysWhy) {
 }
 
 TEST(RequestQueue, StampsEachRequestWithTheClock) {
-  FakeClock c;
+  FakeClock c(kStart);
   RequestQueue q(c.clock());
   auto t = task(net::Forward, 1);
   q.push(t);
@@ -54,7 +50,7 @@ TEST(RequestQueue, StampsEachRequestWithTheClock) {
 }
 
 TEST(RequestQueue, RefusesForwardsThatWaitedPastTheirCallersTimeoutAndSaysWhy) {
-  FakeClock c;
+  FakeClock c(kStart);
   RequestQueue q(c.clock());
   TimeoutsSpec to;
   to.forward_seconds = 10;
@@ -77,7 +73,7 @@ TEST(RequestQueue, RefusesForwardsThatWaitedPastTheirCallersTimeoutAndSaysWhy) {
 }
 
 TEST(RequestQueue, TakesBackwardsFirstAndHoldsNewForwardsWhileAdmissionIsClosed) {
-  FakeClock c;
+  FakeClock c(kStart);
   RequestQueue q(c.clock());
   auto fwd = task(net::Forward, 1), eval = task(net::Forward, 2, true), bwd = task(net::Backward, 3),
        state = task(net::StateRequest, 4);
@@ -102,7 +98,7 @@ TEST(RequestQueue, TakesBackwardsFirstAndHoldsNewForwardsWhileAdmissionIsClosed)
 }
 
 TEST(RequestQueue, ALeavingPeerTakesItsForwardsToAnswerThem) {
-  FakeClock c;
+  FakeClock c(kStart);
   RequestQueue q(c.clock());
   auto fwd = task(net::Forward, 1);
   q.push(fwd);
@@ -113,7 +109,7 @@ TEST(RequestQueue, ALeavingPeerTakesItsForwardsToAnswerThem) {
 }
 
 TEST(RequestQueue, FailAllAnswersEveryQueuedRequest) {
-  FakeClock c;
+  FakeClock c(kStart);
   RequestQueue q(c.clock());
   auto a = task(net::Forward, 1), b = task(net::Backward, 2);
   q.push(a);

@@ -6,6 +6,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "common/json_quote.h"
+
 namespace swarm::net {
 
 namespace {
@@ -71,27 +73,7 @@ WireTensor WireTensor::view(DType dtype, std::vector<int64_t> shape, const void*
   return t;
 }
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string json_quote(const std::string& s) { return swarm::json_quote(s); }
 
 Message make_error(uint64_t request_id, const std::string& what, ErrorCode code) {
   Message m;
