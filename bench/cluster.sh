@@ -135,7 +135,7 @@ case $MODE in
     base=$(eval_loss); log "undisturbed: $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $base"
     k delete swarmjob $JOB --wait=true --timeout=180s >/dev/null
     wait_until 180 "the first run's pods gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB -o name)\" ]" || exit 1
-    rm -rf "$(dirname "$KUBECONFIG")/shared/$JOB"   # the first run's checkpoints (the claim's folder of the job)
+    rm -rf "$(dirname "$KUBECONFIG")"/shared/stage-*   # the first run's checkpoints (the claim's root)
     apply_job
     wait_until 300 "first step" step_at_least 1 || exit 1
     wait_until 120 "settled" settled || exit 1

@@ -156,11 +156,8 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
   c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
   if (!job.op.checkpoint_claim.empty()) {
-    // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node. Each
-    // job has its own folder of the claim (subPath: the job's name), so jobs sharing one claim never
-    // restore each other's stages; a job re-created under the same name resumes from its folder.
-    c["volumeMounts"].push_back(
-        {{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}, {"subPath", job.name}});
+    // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node.
+    c["volumeMounts"].push_back({{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}});
   }
   json p = pod(job, name, "worker", c, "Always");
   if (!job.op.checkpoint_claim.empty())
