@@ -220,7 +220,17 @@ SwarmJob parse_swarmjob(const json& obj) {
   return job;
 }
 
-json process_manifest(const SwarmJob& job) { return to_json(job.spec); }
+std::string checkpoint_folder(const SwarmJob& job) {
+  const std::string& path = job.spec.checkpoint.path;
+  if (job.op.checkpoint_claim.empty()) return path;
+  return (!path.empty() && path.back() == '/' ? path : path + "/") + job.name;
+}
+
+json process_manifest(const SwarmJob& job) {
+  JobSpec spec = job.spec;
+  spec.checkpoint.path = checkpoint_folder(job);
+  return to_json(spec);
+}
 
 int effective_max_per_stage(const SwarmJob& job) {
   return job.op.max_per_stage > 0 ? job.op.max_per_stage

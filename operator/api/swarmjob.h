@@ -69,8 +69,15 @@ struct SwarmJob {
 SwarmJob parse_swarmjob(const json& obj);
 
 // The manifest handed to workers and trainers (ConfigMap job.yaml): the JobSpec alone, in the
-// shape `swarm worker --job` reads.
+// shape `swarm worker --job` reads. With a checkpoint claim, its checkpoint.path is the job's own
+// folder on the claim (checkpoint_folder), so jobs sharing a claim never see each other's stages.
 json process_manifest(const SwarmJob& job);
+
+// Where the workers write checkpoints: spec.checkpoint.path, or with a claim mounted there, the
+// folder named after the job inside it (<path>/<job name>; a worker creates it on its first
+// checkpoint, as the user it runs as, which a kubelet-made subPath folder would not let it do).
+// A job re-created under the same name resumes from that folder.
+std::string checkpoint_folder(const SwarmJob& job);
 
 // max_per_stage with its default applied.
 int effective_max_per_stage(const SwarmJob& job);

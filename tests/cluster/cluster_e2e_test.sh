@@ -228,13 +228,13 @@ wait_until 180 "replacements Ready off the killed node" alive_off
 log "FIGURE node_kill_to_replacement_ready_seconds $(since "$T_KILL")"
 wait_until 300 "training continues after the node loss" step_at_least $((STEP2 + 10))
 wait_until 60 "the registry counts the lost peers" bash -c "[ \$(curl -fsS http://\$(kubectl get pod -l swarm-operator.io/role=registry -o jsonpath='{.items[0].status.podIP}'):7400/v1/stats | python3 -c \"import json,sys; d=json.load(sys.stdin); print(int(d.get('events', d).get('peers_lost', 0)))\") -gt $PEERS_LOST0 ]"
-# The checkpoints are on the claim (the cluster's shared volume), not inside the containers: every
+# The checkpoints are on the claim (the cluster's shared volume), in the job's own folder, not inside the containers: every
 # stage's newest is on the host folder behind the PersistentVolume, whichever node wrote it.
 STATE_DIR=$(dirname "$KUBECONFIG")
 for s in 0 1 2; do
-  ls "$STATE_DIR"/shared/stage-$s/step-*.ckpt >/dev/null 2>&1 || fail "no checkpoint of stage $s on the shared volume ($STATE_DIR/shared)"
+  ls "$STATE_DIR"/shared/$JOB/stage-$s/step-*.ckpt >/dev/null 2>&1 || fail "no checkpoint of stage $s in the job's folder on the shared volume ($STATE_DIR/shared/$JOB)"
 done
-log "checkpoints on the shared volume: $(ls "$STATE_DIR"/shared/stage-*/ | grep -c ckpt) files"
+log "checkpoints in the job's folder on the shared volume: $(ls "$STATE_DIR"/shared/$JOB/stage-*/ | grep -c ckpt) files"
 log "after the node loss: step $(status step), peers_lost $PEERS_LOST0 -> $(event peers_lost), samples_lost $SAMPLES_LOST0 -> $(event samples_lost)"
 k get pods -l swarm-operator.io/job=$JOB -o wide
 

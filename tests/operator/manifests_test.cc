@@ -69,6 +69,10 @@ TEST(Manifests, WorkerPodsMountTheCheckpointClaim) {
   ASSERT_EQ(mounts.size(), 2u);
   EXPECT_EQ(mounts[1]["name"], volumes[1]["name"]);
   EXPECT_EQ(mounts[1]["mountPath"], "/ckpt");
+  EXPECT_FALSE(mounts[1].contains("subPath"));  // a kubelet-made subPath folder is root's, not the worker's
+  // The workers write into the job's folder on the claim.
+  const auto spec = parse_job_spec(spec_configmap(job)["data"]["job.yaml"].get<std::string>());
+  EXPECT_EQ(spec.checkpoint.path, "/ckpt/" + job.name);
 }
 
 TEST(Manifests, SupportObjects) {

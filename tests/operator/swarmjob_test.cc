@@ -92,6 +92,25 @@ TEST(SwarmJob, CheckpointVolumeClaim) {
   }
 }
 
+// Two jobs on one checkpoint claim write to folders of their own: the mounted job.yaml names
+// <mount path>/<job name>, which the worker creates as the user it runs as. Without a claim the path
+// is the user's, unchanged.
+TEST(SwarmJob, EachJobCheckpointsIntoItsOwnFolderOnAClaim) {
+  json a = job({{"checkpoint", {{"path", "/ckpt"}, {"volumeClaimName", "shared-ckpt"}}}});
+  json b = a;
+  b["metadata"]["name"] = "other";
+  const SwarmJob ja = parse_swarmjob(a), jb = parse_swarmjob(b);
+  EXPECT_EQ(checkpoint_folder(ja), "/ckpt/j");
+  EXPECT_EQ(process_manifest(ja)["spec"]["checkpoint"]["path"], "/ckpt/j");
+  EXPECT_EQ(process_manifest(jb)["spec"]["checkpoint"]["path"], "/ckpt/other");
+  EXPECT_EQ(ja.spec.checkpoint.path, "/ckpt");  // the mount point stays the claim's root
+  json slash = job({{"checkpoint", {{"path", "/ckpt/"}, {"volumeClaimName", "c"}}}});
+  EXPECT_EQ(checkpoint_folder(parse_swarmjob(slash)), "/ckpt/j");
+  const SwarmJob own = parse_swarmjob(job({{"checkpoint", {{"path", "/data/ckpt"}}}}));
+  EXPECT_EQ(checkpoint_folder(own), "/data/ckpt");
+  EXPECT_EQ(process_manifest(own)["spec"]["checkpoint"]["path"], "/data/ckpt");
+}
+
 TEST(Status, RoundTripsAndKeepsTransitionTimes) {
   SwarmJobStatus s;
   s.phase = "Degraded";
