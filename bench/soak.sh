@@ -9,7 +9,12 @@
 #   if any; every stall (no optimizer step) longer than 2 x the median step time.
 #
 #   bench/soak.sh [MINUTES] [OUTDIR]      MINUTES default 30; FAULT_EVERY=S (default 30) sets the
-#                                         rate, SEED=N the choice of faults, BUILD=dir the build
+#                                         rate, SEED=N the choice of faults, BUILD=dir the build;
+#                                         SPREAD=1 adds a second undisturbed run to the same steps,
+#                                         whose eval loss against the first's is the run-to-run
+#                                         spread without faults (the swarm is asynchronous, so two
+#                                         undisturbed runs of one spec differ too)
+# The eval loss is over the job's spec.training.evalBatches validation microbatches (64 here).
 #
 # Fault kinds (each followed by replacements started by hand, as an operator would):
 #   kill_one    SIGKILL one worker; a replacement (`swarm worker --stage auto`) 3 s later
@@ -24,7 +29,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 mkdir -p "$OUT"
 export SWARM=$BUILD/bin/swarm JOB=$ROOT/bench/jobs/soak-3stage.yaml OUT MINUTES
-export FAULT_EVERY=${FAULT_EVERY:-30} SEED=${SEED:-11}
+export FAULT_EVERY=${FAULT_EVERY:-30} SEED=${SEED:-11} SPREAD=${SPREAD:-0}
 export SWARM_JOB_SECRET=${SWARM_JOB_SECRET:-soak-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 [[ -x $SWARM ]] || { echo "build $SWARM first"; exit 1; }
 echo "soak: $MINUTES min, a fault every $FAULT_EVERY s (seed $SEED), output in $OUT"
@@ -165,6 +170,13 @@ base_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summar
                            "--log-dir", out + "/base-logs", "--no-progress", "--checkpoint-every", "1"],
                           stdout=open(out + "/base.out", "w"), stderr=subprocess.STDOUT)
 base = json.load(open(out + "/base.json")) if os.path.exists(out + "/base.json") else {}
+base2, base2_rc = {}, None
+if os.environ.get("SPREAD") == "1":
+    print("soak: a second undisturbed run to step %d ..." % steps, flush=True)
+    base2_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base2.json",
+                                "--log-dir", out + "/base2-logs", "--no-progress", "--checkpoint-every", "1"],
+                               stdout=open(out + "/base2.out", "w"), stderr=subprocess.STDOUT)
+    base2 = json.load(open(out + "/base2.json")) if os.path.exists(out + "/base2.json") else {}
 
 gaps = [(b[0] - a[0], a) for a, b in zip(step_times, step_times[1:]) if b[1] > a[1] and a[1] > 0]
 median = statistics.median([g for g, _ in gaps]) if gaps else 0
@@ -175,6 +187,11 @@ print("soak (%g min, %d faults, seed %d): launcher exit %s, %s" % (minutes, len(
 print("  steps                %d (undisturbed run to the same steps: %d, exit %d)" % (steps, base.get("steps", 0), base_rc))
 el, bl = soak.get("eval_loss", 0), base.get("eval_loss", 0)
 print("  eval loss            soak %.4f, undisturbed %.4f, ratio %.4f (goal within 3 %%)" % (el, bl, el / bl if bl else 0))
+if base2_rc is not None:
+    b2 = base2.get("eval_loss", 0)
+    mean = (bl + b2) / 2
+    print("  undisturbed spread   second undisturbed run %.4f (exit %d): ratio to the first %.4f; soak / mean of both %.4f" % (
+          b2, base2_rc, b2 / bl if bl else 0, el / mean if mean else 0))
 print("  deadlocks            %d" % deadlocks)
 print("  unaveraged steps     %d (a peer stepping without its group: the only way to apply a stale gradient)" % soak.get("unaveraged_steps", -1))
 print("  faults               %s" % json.dumps(count_by_kind))
@@ -187,6 +204,6 @@ print("  median step time     %.2f s; stalls > 2x: %d" % (median, len(stalls)))
 for t, st, g in stalls:
     kinds = [f["kind"] for f in faults if t - 20 <= f["t"] <= t + g]  # during the stall or just before
     print("    at t=%6.1f s after step %d: %.1f s without a step (faults during or just before: %s)" % (t, st, g, ",".join(kinds) or "none"))
-json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "soak": soak, "base": base},
+json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "soak": soak, "base": base, "base2": base2},
           open(out + "/soak-report.json", "w"), indent=2)
 PY

@@ -114,8 +114,8 @@ bool operator==(const ScheduleSpec& a, const ScheduleSpec& b) {
          std::tie(b.kind, b.warmup_steps, b.min_learning_rate_ratio);
 }
 bool operator==(const TrainingSpec& a, const TrainingSpec& b) {
-  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.seed, a.dataset, a.optimizer,
-                  a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.seed,
+  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.eval_batches, a.seed, a.dataset, a.optimizer,
+                  a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.eval_batches, b.seed,
                                           b.dataset, b.optimizer, b.schedule);
 }
 bool operator==(const WorkersSpec& a, const WorkersSpec& b) {

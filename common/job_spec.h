@@ -97,6 +97,8 @@ struct TrainingSpec {
                                    // its peers; a multiple of microbatch
   std::int64_t microbatch = 8;     // microbatch, 1..65536
   std::int64_t max_steps = 300;    // maxSteps, >= 1
+  std::int64_t eval_batches = 8;   // evalBatches, 0..65536: validation microbatches each trainer
+                                   // evaluates at the end (the eval loss); 0 = no evaluation
   std::uint64_t seed = 1;          // seed
   DatasetSpec dataset;             // dataset
   OptimizerSpec optimizer;         // optimizer

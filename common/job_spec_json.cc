@@ -253,6 +253,7 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   r.get("globalBatch", t.global_batch);
   r.get("microbatch", t.microbatch);
   r.get("maxSteps", t.max_steps);
+  r.get("evalBatches", t.eval_batches);
   r.get("seed", t.seed);
   {
     Reader d = r.object("dataset");
@@ -422,6 +423,7 @@ nlohmann::json to_json(const JobSpec& s) {
        {{"globalBatch", t.global_batch},
         {"microbatch", t.microbatch},
         {"maxSteps", t.max_steps},
+        {"evalBatches", t.eval_batches},
         {"seed", t.seed},
         {"dataset", {{"path", t.dataset.path}}},
         {"optimizer",

@@ -146,6 +146,7 @@ void check_training(const TrainingSpec& t, Rules& r) {
     }
   }
   bool steps = r.at_least(p + "maxSteps", t.max_steps, 1);
+  r.range(p + "evalBatches", t.eval_batches, 0, 65536);
   r.non_empty(p + "dataset.path", t.dataset.path);
 
   const std::string o = p + "optimizer.";

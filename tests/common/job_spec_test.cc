@@ -59,6 +59,7 @@ TEST(JobSpec, BundledExampleParsesToTheDefaults) {
   EXPECT_EQ(spec.training.global_batch, 64);
   EXPECT_EQ(spec.training.microbatch, 8);
   EXPECT_EQ(spec.training.max_steps, 300);
+  EXPECT_EQ(spec.training.eval_batches, 8);
   EXPECT_EQ(spec.training.seed, 1u);
   EXPECT_EQ(spec.training.dataset.path, "/usr/share/games/fortunes");
   EXPECT_EQ(spec.training.optimizer.name, OptimizerKind::AdamW);
@@ -204,6 +205,8 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
        "spec.training.microbatch: must be <= 65536, got 131072"},
       {"{training: {maxSteps: 0, schedule: {warmupSteps: 0}}}",
        "spec.training.maxSteps: must be >= 1, got 0"},
+      {"{training: {evalBatches: -1}}", "spec.training.evalBatches: must be >= 0, got -1"},
+      {"{training: {evalBatches: 70000}}", "spec.training.evalBatches: must be <= 65536, got 70000"},
       {"{training: {seed: -1}}", "spec.training.seed: must be an integer in [0, "},
       {"{training: {dataset: {path: \"\"}}}", "spec.training.dataset.path: must not be empty"},
       {"{training: {optimizer: {name: sgd}}}",

@@ -145,6 +145,19 @@ TEST(LocalRun, SingleProcessBaselineWritesTheSameSummary) {
   EXPECT_EQ(s["steps"], 5);
   EXPECT_EQ(s["samples"], 40);
   EXPECT_GT(s["eval_loss"].get<double>(), 0);
+
+  // spec.training.evalBatches: 0 turns the final evaluation off.
+  const auto no_eval = write_job(dir, R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 16}
+  training: {globalBatch: 8, microbatch: 4, maxSteps: 2, evalBatches: 0, schedule: {warmupSteps: 1}}
+)");
+  ASSERT_EQ(run({"local", no_eval, "--baseline", "single-process", "--summary", summary, "--no-progress"},
+                dir + "/out.log", 120),
+            0)
+      << read_text(dir + "/out.log");
+  s = read_json(summary);
+  EXPECT_EQ(s["steps"], 2);
+  EXPECT_EQ(s["eval_loss"].get<double>(), 0) << s.dump();
 }
 
 }  // namespace

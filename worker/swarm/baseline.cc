@@ -40,6 +40,7 @@ class SingleProcess {
       optimizers_.push_back(std::make_unique<model::StageOptimizer>(*stages_.back(), optimizer_config(spec)));
     }
     report_.peers_per_stage.assign(spec.pipeline.stages, 1);
+    if (options_.eval_batches < 0) options_.eval_batches = static_cast<int>(spec.training.eval_batches);
   }
 
   // One optimizer step: per_step microbatches through every stage, then every stage's update.
@@ -110,7 +111,7 @@ class SingleProcess {
   }
 
   const JobSpec& spec_;
-  const BaselineOptions& options_;
+  BaselineOptions options_;  // a copy: eval_batches resolved against the spec
   const torch::Device device_;
   std::vector<std::shared_ptr<model::StageModel>> stages_;
   std::vector<std::unique_ptr<model::StageOptimizer>> optimizers_;

@@ -14,7 +14,7 @@ struct BaselineOptions {
   int64_t max_steps = 0;    // 0 = spec.training.maxSteps
   double max_seconds = 0;   // 0 = no limit
   int threads = 0;          // torch intra-op threads; 0 = all cores
-  int eval_batches = 8;
+  int eval_batches = -1;    // -1 = spec.training.evalBatches
   std::function<void(const TrainerReport&)> on_progress;  // called about once a second
 };
 

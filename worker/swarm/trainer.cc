@@ -70,6 +70,7 @@ struct Trainer::Impl {
         sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
         stage_round(stages) {
     if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
+    if (opt.eval_batches < 0) opt.eval_batches = static_cast<int>(opt.spec.training.eval_batches);
     planner::RouterOptions ro;
     ro.ema_alpha = opt.spec.trainers.routing.ema_alpha;
     ro.backward_weight = opt.spec.trainers.routing.backward_weight;

@@ -26,7 +26,8 @@ struct TrainerOptions {
   int64_t max_steps = 0;         // 0 = spec.training.maxSteps
   double max_seconds = 0;        // 0 = no limit
   std::string metrics_bind = "127.0.0.1:0";
-  int eval_batches = 8;          // validation microbatches evaluated at the end
+  int eval_batches = -1;         // validation microbatches evaluated at the end;
+                                 // -1 = spec.training.evalBatches
   double wait_for_peers_seconds = 120;
 };
 
