@@ -27,6 +27,10 @@ MINUTES=${1:-30}
 OUT=${2:-$(mktemp -d /tmp/soak.XXXXXX)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
+# A folder of an earlier run would resume its checkpoints (swarm local restores from its log folder).
+if [ -d "$OUT" ] && [ -n "$(ls -A "$OUT")" ]; then
+  echo "bench/soak.sh: $OUT is not empty: its checkpoints would resume an earlier run; name a new folder" >&2; exit 2
+fi
 mkdir -p "$OUT"
 export SWARM=$BUILD/bin/swarm JOB=$ROOT/bench/jobs/soak-3stage.yaml OUT MINUTES
 export FAULT_EVERY=${FAULT_EVERY:-30} SEED=${SEED:-11} SPREAD=${SPREAD:-0}

@@ -51,6 +51,10 @@ void place(json& spec, const NodePool* pool, const std::vector<std::string>& avo
   }
 }
 
+// Every pod of a job meets the restricted Pod Security Standard: a fixed non-root user (the images'
+// 65532), the runtime's default seccomp profile, no service-account token (no process of a job calls
+// the API server), and an emptyDir at /tmp, the one place a process may write besides its volumes
+// (the container's root filesystem is read-only, see process_container).
 json pod(const SwarmJob& job, const std::string& name, const std::string& role, json container,
          const std::string& restart_policy) {
   json p = {{"apiVersion", "v1"},
@@ -60,9 +64,17 @@ json pod(const SwarmJob& job, const std::string& name, const std::string& role, 
              {{"restartPolicy", restart_policy},
               {"terminationGracePeriodSeconds", 30},
               {"enableServiceLinks", false},
+              {"automountServiceAccountToken", false},
+              {"securityContext",
+               {{"runAsNonRoot", true},
+                {"runAsUser", kPodUser},
+                {"runAsGroup", kPodUser},
+                {"fsGroup", kPodUser},
+                {"fsGroupChangePolicy", "OnRootMismatch"},
+                {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
               {"containers", json::array({container})},
-              {"volumes", json::array({{{"name", "job"},
-                                        {"configMap", {{"name", spec_configmap_name(job.name)}}}}})}}}};
+              {"volumes", json::array({{{"name", "job"}, {"configMap", {{"name", spec_configmap_name(job.name)}}}},
+                                       {{"name", "tmp"}, {"emptyDir", json::object()}}})}}}};
   return p;
 }
 
@@ -74,7 +86,13 @@ json process_container(const SwarmJob& job, const std::string& name, const PodRe
             {"args", args},
             {"env", json::array({field_env("POD_NAME", "metadata.name"), field_env("POD_IP", "status.podIP"),
                                  secret_env(job)})},
-            {"volumeMounts", json::array({{{"name", "job"}, {"mountPath", "/etc/swarm"}, {"readOnly", true}}})}};
+            {"volumeMounts", json::array({{{"name", "job"}, {"mountPath", "/etc/swarm"}, {"readOnly", true}},
+                                          {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
+            {"securityContext",
+             {{"allowPrivilegeEscalation", false},
+              {"readOnlyRootFilesystem", true},
+              {"runAsNonRoot", true},
+              {"capabilities", {{"drop", json::array({"ALL"})}}}}}};
   if (!res.resources.empty()) c["resources"] = res.resources;
   return c;
 }
@@ -155,14 +173,17 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   // Ready only while serving its stage (GET /readyz on the metrics port): a replacement counts once
   // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
   c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
-  if (!job.op.checkpoint_claim.empty()) {
-    // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node.
+  // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node. Without
+  // one, a checkpoint path is an emptyDir (the root filesystem is read-only): it outlives a
+  // container restart, not the pod.
+  if (!job.spec.checkpoint.path.empty())
     c["volumeMounts"].push_back({{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}});
-  }
   json p = pod(job, name, "worker", c, "Always");
   if (!job.op.checkpoint_claim.empty())
     p["spec"]["volumes"].push_back(
         {{"name", "checkpoints"}, {"persistentVolumeClaim", {{"claimName", job.op.checkpoint_claim}}}});
+  else if (!job.spec.checkpoint.path.empty())
+    p["spec"]["volumes"].push_back({{"name", "checkpoints"}, {"emptyDir", json::object()}});
   auto& labels = p["metadata"]["labels"];
   labels[kLabelStage] = std::to_string(stage);
   labels[kLabelSlot] = std::to_string(slot);

@@ -30,6 +30,8 @@ inline constexpr const char* kAnnotationReason = "swarm-operator.io/created-for"
 inline constexpr int kRegistryPort = 7400;
 inline constexpr int kWorkerPort = 7500;
 inline constexpr int kMetricsPort = 9400;
+// The user and group every process of a job runs as (the images' USER, Dockerfile.worker).
+inline constexpr int kPodUser = 65532;
 
 std::string spec_configmap_name(const std::string& job);
 std::string secret_name(const std::string& job);

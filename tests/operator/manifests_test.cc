@@ -56,23 +56,71 @@ TEST(Manifests, WorkerPodRunsTheWorkerWherePoolAndSpreadSay) {
   EXPECT_EQ(c["ports"][1]["name"], "metrics");
 }
 
-// With spec.checkpoint.volumeClaimName the claim is mounted at spec.checkpoint.path in worker pods.
+const json* named(const json& list, const std::string& name) {
+  for (const auto& v : list)
+    if (v.value("name", "") == name) return &v;
+  return nullptr;
+}
+
+// With spec.checkpoint.volumeClaimName the claim is mounted at spec.checkpoint.path in worker pods;
+// without one the path is an emptyDir (the container's root filesystem is read-only).
 TEST(Manifests, WorkerPodsMountTheCheckpointClaim) {
   SwarmJob job = sample();
-  EXPECT_EQ(worker_pod(job, 0, 0, nullptr, {}, "Initial")["spec"]["volumes"].size(), 1u);  // no claim: job only
+  json own = worker_pod(job, 0, 0, nullptr, {}, "Initial");
+  const json* scratch = named(own["spec"]["volumes"], "checkpoints");
+  ASSERT_NE(scratch, nullptr) << own["spec"]["volumes"].dump();
+  EXPECT_TRUE(scratch->contains("emptyDir"));
+  const json* scratch_mount = named(own["spec"]["containers"][0]["volumeMounts"], "checkpoints");
+  ASSERT_NE(scratch_mount, nullptr);
+  EXPECT_EQ((*scratch_mount)["mountPath"], "/ckpt");
+
   job.op.checkpoint_claim = "ckpt";
   json pod = worker_pod(job, 0, 0, nullptr, {}, "Initial");
-  const json& volumes = pod["spec"]["volumes"];
-  ASSERT_EQ(volumes.size(), 2u);
-  EXPECT_EQ(volumes[1]["persistentVolumeClaim"]["claimName"], "ckpt");
-  const json& mounts = pod["spec"]["containers"][0]["volumeMounts"];
-  ASSERT_EQ(mounts.size(), 2u);
-  EXPECT_EQ(mounts[1]["name"], volumes[1]["name"]);
-  EXPECT_EQ(mounts[1]["mountPath"], "/ckpt");
-  EXPECT_FALSE(mounts[1].contains("subPath"));  // a kubelet-made subPath folder is root's, not the worker's
+  const json* claim = named(pod["spec"]["volumes"], "checkpoints");
+  ASSERT_NE(claim, nullptr);
+  EXPECT_EQ((*claim)["persistentVolumeClaim"]["claimName"], "ckpt");
+  EXPECT_FALSE(claim->contains("emptyDir"));
+  const json* mount = named(pod["spec"]["containers"][0]["volumeMounts"], "checkpoints");
+  ASSERT_NE(mount, nullptr);
+  EXPECT_EQ((*mount)["mountPath"], "/ckpt");
+  EXPECT_FALSE(mount->contains("subPath"));  // a kubelet-made subPath folder is root's, not the worker's
   // The workers write into the job's folder on the claim.
   const auto spec = parse_job_spec(spec_configmap(job)["data"]["job.yaml"].get<std::string>());
   EXPECT_EQ(spec.checkpoint.path, "/ckpt/" + job.name);
+
+  job.spec.checkpoint.path = "";  // no checkpoints (and so no claim: a claim needs a path): no volume
+  job.op.checkpoint_claim = "";
+  EXPECT_EQ(named(worker_pod(job, 0, 0, nullptr, {}, "Initial")["spec"]["volumes"], "checkpoints"), nullptr);
+}
+
+// Every pod of a job meets the restricted Pod Security Standard and holds no API token: checked
+// field by field here, and by a real API server's PodSecurity admission in
+// OperatorE2E.RestrictedPodSecurityAdmitsEveryPodOfAJob.
+TEST(Manifests, EveryPodIsLockedDown) {
+  SwarmJob job = sample();
+  for (const json& pod : {worker_pod(job, 0, 0, nullptr, {}, "Initial"), trainer_pod(job, 0, nullptr, {}),
+                          registry_pod(job, 0, nullptr, {})}) {
+    SCOPED_TRACE(pod["metadata"]["name"].get<std::string>());
+    const json& spec = pod["spec"];
+    EXPECT_EQ(spec["automountServiceAccountToken"], false);
+    EXPECT_EQ(spec["securityContext"]["runAsNonRoot"], true);
+    EXPECT_EQ(spec["securityContext"]["runAsUser"], 65532);
+    EXPECT_EQ(spec["securityContext"]["runAsGroup"], 65532);
+    EXPECT_EQ(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    ASSERT_EQ(spec["containers"].size(), 1u);
+    const json& sc = spec["containers"][0]["securityContext"];
+    EXPECT_EQ(sc["allowPrivilegeEscalation"], false);
+    EXPECT_EQ(sc["readOnlyRootFilesystem"], true);
+    EXPECT_EQ(sc["capabilities"]["drop"], json::array({"ALL"}));
+    EXPECT_FALSE(sc["capabilities"].contains("add"));
+    // The one writable place besides the volumes: /tmp, an emptyDir.
+    const json* tmp = named(spec["containers"][0]["volumeMounts"], "tmp");
+    ASSERT_NE(tmp, nullptr);
+    EXPECT_EQ((*tmp)["mountPath"], "/tmp");
+    ASSERT_NE(named(spec["volumes"], "tmp"), nullptr);
+    EXPECT_TRUE(named(spec["volumes"], "tmp")->contains("emptyDir"));
+    for (const auto& v : spec["volumes"]) EXPECT_FALSE(v.contains("hostPath")) << v.dump();
+  }
 }
 
 TEST(Manifests, SupportObjects) {
