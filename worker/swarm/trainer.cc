@@ -138,7 +138,8 @@ struct Trainer::Impl {
   std::vector<std::pair<int64_t, double>> curve GUARDED_BY(loss_mu);
   std::vector<std::pair<double, int64_t>> progress GUARDED_BY(loss_mu);
   double loss_ema GUARDED_BY(loss_mu) = 0;
-  // Written by the training thread while the background thread reads them (announce, snapshot).
+  // Written by the thread in Trainer::run while the background thread reads them (announce,
+  // background_pass, snapshot): atomics, not under loss_mu.
   std::atomic<double> train_started{0}, train_ended{0};
   std::atomic<double> eval_loss{0};
   std::atomic<bool> finished{false};
