@@ -11,9 +11,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <iostream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 

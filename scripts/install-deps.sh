@@ -9,7 +9,7 @@ packages=(
   libcpprest-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libasio-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang                                       # thread-safety analysis of the control plane (tests/tsa)
+  clang                                       # thread-safety analysis of control and data plane (tests/tsa)
   fortunes fortunes-min                       # the default training text
   iperf3 curl openssl                         # wire benchmark reference; endpoint checks; test certificates
   prometheus                                  # promtool and a real server for the metrics tests

@@ -46,7 +46,7 @@ HostStaging::HostStaging(bool pin, size_t max_idle_bytes) : max_idle_bytes_(max_
 
 HostStaging::~HostStaging() {
   // Copies still in flight read or write the buffers: let them finish first.
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   for (auto& [size, e] : pool_) {
     if (e->last_use) HostCopy{at::Tensor(), e->last_use}.wait();
   }
@@ -85,7 +85,7 @@ at::Tensor HostStaging::host_buffer(at::IntArrayRef sizes, c10::ScalarType dtype
   const size_t nbytes = static_cast<size_t>(numel) * c10::elementSize(dtype);
   if (nbytes == 0) return at::empty(sizes, opts);
 
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   Entry* found = nullptr;
   auto range = pool_.equal_range(nbytes);
   for (auto it = range.first; it != range.second; ++it) {
@@ -139,7 +139,7 @@ at::Tensor HostStaging::to_device_async(const at::Tensor& host, c10::Device devi
   at::Tensor staged;
   bool pooled;
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    swarm::MutexLock lk(mu_);
     pooled = entry_for(src) != nullptr;
   }
   if (pooled || src.numel() == 0) {
@@ -158,7 +158,7 @@ at::Tensor HostStaging::to_device_async(const at::Tensor& host, c10::Device devi
     done->record(copy_on);
   }
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    swarm::MutexLock lk(mu_);
     if (auto* e = entry_for(staged)) e->last_use = done;
   }
   if (copy_on != current) {
@@ -198,7 +198,7 @@ HostCopy HostStaging::to_host_async(const at::Tensor& tensor, c10::optional<c10:
     done->record(copy_on);
   }
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    swarm::MutexLock lk(mu_);
     if (auto* e = entry_for(dst)) e->last_use = done;
   }
   return HostCopy{dst, done};
@@ -211,12 +211,12 @@ c10::optional<c10::Stream> HostStaging::copy_stream(c10::Device device) {
 }
 
 HostStaging::Stats HostStaging::stats() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return stats_;
 }
 
 void HostStaging::clear() {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   for (auto it = pool_.begin(); it != pool_.end();) {
     if (it->second->idle()) {
       stats_.cached_bytes -= it->first;

@@ -21,8 +21,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#include "common/thread_annotations.h"
 
 namespace c10 {
 class Event;
@@ -52,7 +53,7 @@ class HostStaging {
   // A contiguous host tensor of `sizes` x `dtype` backed by a pooled buffer of that many bytes.
   // A buffer is handed out again only once every tensor viewing it was dropped and its last
   // asynchronous copy finished. Contents are unspecified. Thread-safe.
-  at::Tensor host_buffer(at::IntArrayRef sizes, c10::ScalarType dtype);
+  at::Tensor host_buffer(at::IntArrayRef sizes, c10::ScalarType dtype) EXCLUDES(mu_);
 
   // Host -> device. CUDA: `host` is copied into a pooled pinned buffer (unless it is one already)
   // and from there with non_blocking=true on `stream` (default: the device's current stream).
@@ -60,13 +61,13 @@ class HostStaging {
   // never waits), so the result can be used on the current stream straight away while the copy
   // overlaps with earlier queued work. CPU device: returns `host` (made contiguous), no copy.
   at::Tensor to_device_async(const at::Tensor& host, c10::Device device,
-                             c10::optional<c10::Stream> stream = c10::nullopt);
+                             c10::optional<c10::Stream> stream = c10::nullopt) EXCLUDES(mu_);
 
   // Device -> host into a pooled buffer. CUDA: the copy runs on `stream` (default: current) after
   // the work already queued on the current stream, non_blocking; call wait() before reading.
   // CPU tensor: returns it (contiguous, detached), already ready.
   HostCopy to_host_async(const at::Tensor& tensor,
-                         c10::optional<c10::Stream> stream = c10::nullopt);
+                         c10::optional<c10::Stream> stream = c10::nullopt) EXCLUDES(mu_);
 
   // A stream for copies on `device` from libtorch's pool; nullopt for a non-CUDA device.
   static c10::optional<c10::Stream> copy_stream(c10::Device device);
@@ -77,19 +78,19 @@ class HostStaging {
     size_t cached_bytes = 0;  // bytes held by the pool (in use or idle)
     size_t buffers = 0;
   };
-  Stats stats() const;
-  void clear();  // frees the idle buffers
+  Stats stats() const EXCLUDES(mu_);
+  void clear() EXCLUDES(mu_);  // frees the idle buffers
 
  private:
   struct Entry;
-  Entry* entry_for(const at::Tensor& t);  // the pool entry whose storage t views (lock held)
-  void trim_locked(const Entry* keep);
+  Entry* entry_for(const at::Tensor& t) REQUIRES(mu_);  // the pool entry whose storage t views
+  void trim_locked(const Entry* keep) REQUIRES(mu_);
 
-  std::atomic<bool> pinned_{false};
+  std::atomic<bool> pinned_{false};  // written under mu_, read without it
   size_t max_idle_bytes_;
-  mutable std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<Entry>> pool_;  // by byte size
-  Stats stats_;
+  mutable swarm::Mutex mu_;
+  std::multimap<size_t, std::unique_ptr<Entry>> pool_ GUARDED_BY(mu_);  // by byte size
+  Stats stats_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::model

@@ -1,10 +1,10 @@
 #include "worker/net/client.h"
 
 #include <atomic>
-#include <mutex>
 #include <stdexcept>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "worker/net/connection.h"
 
 namespace swarm::net {
@@ -35,15 +35,15 @@ struct Client::Impl {
   std::string endpoint;
   asio::io_context io;  // owns the sockets' services; never run (all I/O is poll-driven)
 
-  std::mutex mu;
-  std::vector<std::unique_ptr<Connection>> idle;
+  swarm::Mutex mu;
+  std::vector<std::unique_ptr<Connection>> idle GUARDED_BY(mu);
 
   std::atomic<uint64_t> next_id{1};
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0}, calls{0}, failures{0}, timeouts{0}, connects{0};
 
-  std::unique_ptr<Connection> acquire(Clock::time_point deadline) {
+  std::unique_ptr<Connection> acquire(Clock::time_point deadline) EXCLUDES(mu) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      swarm::MutexLock lock(mu);
       while (!idle.empty()) {
         std::unique_ptr<Connection> c = std::move(idle.back());
         idle.pop_back();
@@ -57,8 +57,8 @@ struct Client::Impl {
     return std::make_unique<Connection>(std::move(s), endpoint, &bytes_in, &bytes_out);
   }
 
-  void release(std::unique_ptr<Connection> c) {
-    std::lock_guard<std::mutex> lock(mu);
+  void release(std::unique_ptr<Connection> c) EXCLUDES(mu) {
+    swarm::MutexLock lock(mu);
     if (idle.size() < opts.max_idle_connections) idle.push_back(std::move(c));
   }
 

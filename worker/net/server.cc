@@ -6,10 +6,10 @@
 
 #include <atomic>
 #include <list>
-#include <mutex>
 #include <stdexcept>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "worker/net/connection.h"
 
 namespace swarm::net {
@@ -38,14 +38,17 @@ struct Server::Impl {
   uint16_t port = 0;
   asio::io_context io;  // owns the sockets' services; never run (all I/O is poll-driven)
   asio::ip::tcp::acceptor acceptor{io};
-  int wake_r = -1, wake_w = -1;  // a pipe: written once by stop(), wakes every poll()
+  // A pipe: written once by stop(), wakes every poll(). Not guarded: set by bind() before any
+  // thread starts, closed by stop() (life_mu) only after the threads that poll it were joined.
+  int wake_r = -1, wake_w = -1;
 
-  std::mutex life_mu;
-  bool started = false, stopped = false;
+  swarm::Mutex life_mu;  // start() and stop()
+  bool started GUARDED_BY(life_mu) = false;
+  bool stopped GUARDED_BY(life_mu) = false;
   std::atomic<bool> stopping{false};
-  std::thread accept_thread;
-  std::mutex mu;
-  std::list<Slot> conns;
+  std::thread accept_thread GUARDED_BY(life_mu);
+  swarm::Mutex mu;
+  std::list<Slot> conns GUARDED_BY(mu);
 
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0}, frames_in{0}, frames_out{0}, accepted{0},
       refused{0}, active{0}, bad_frames{0}, auth_failures{0}, handler_errors{0}, idle_closed{0};
@@ -79,10 +82,10 @@ struct Server::Impl {
   }
 
   // Joins finished connection threads (all of them when `all`, after the acceptor stopped).
-  void reap(bool all) {
+  void reap(bool all) EXCLUDES(mu) {
     std::list<Slot> finished;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      swarm::MutexLock lock(mu);
       for (auto it = conns.begin(); it != conns.end();) {
         auto next = std::next(it);
         if (all || it->done.load()) finished.splice(finished.end(), conns, it);
@@ -119,7 +122,7 @@ struct Server::Impl {
     }
   }
 
-  void admit(asio::ip::tcp::socket s) {
+  void admit(asio::ip::tcp::socket s) EXCLUDES(mu) {
     asio::error_code ec;
     auto remote = s.remote_endpoint(ec);
     std::string peer = ec ? std::string("unknown peer")
@@ -140,7 +143,7 @@ struct Server::Impl {
     }
     accepted.fetch_add(1);
     active.fetch_add(1);
-    std::lock_guard<std::mutex> lock(mu);
+    swarm::MutexLock lock(mu);
     conns.emplace_back();
     Slot* slot = &conns.back();
     try {
@@ -247,14 +250,14 @@ Server::~Server() { stop(); }
 uint16_t Server::port() const { return impl_->port; }
 
 void Server::start() {
-  std::lock_guard<std::mutex> lock(impl_->life_mu);
+  swarm::MutexLock lock(impl_->life_mu);
   if (impl_->started || impl_->stopped) return;
   impl_->started = true;
   impl_->accept_thread = std::thread([this] { impl_->accept_loop(); });
 }
 
 void Server::stop() {
-  std::lock_guard<std::mutex> lock(impl_->life_mu);
+  swarm::MutexLock lock(impl_->life_mu);
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->stopping.store(true);

@@ -8,14 +8,14 @@ ActivationStore::ActivationStore(Clock clock, double ttl_seconds, size_t max_ent
 void ActivationStore::put(const std::string& mb, torch::Tensor input, torch::Tensor output,
                           int64_t samples, int64_t round) {
   const double now = clock_();
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   auto& slot = entries_[mb];
   samples_ += samples - slot.samples;
   slot = Activation{std::move(input), std::move(output), samples, round, now};
 }
 
 std::optional<Activation> ActivationStore::take(const std::string& mb) {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   auto it = entries_.find(mb);
   if (it == entries_.end()) return std::nullopt;
   Activation act = std::move(it->second);
@@ -26,7 +26,7 @@ std::optional<Activation> ActivationStore::take(const std::string& mb) {
 
 size_t ActivationStore::expire() {
   const double now = clock_();
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   size_t dropped = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (now - it->second.created_at > ttl_ || entries_.size() > max_entries_) {
@@ -41,7 +41,7 @@ size_t ActivationStore::expire() {
 }
 
 int64_t ActivationStore::clear() {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   const int64_t samples = samples_;
   entries_.clear();
   samples_ = 0;
@@ -49,17 +49,17 @@ int64_t ActivationStore::clear() {
 }
 
 size_t ActivationStore::size() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return entries_.size();
 }
 
 bool ActivationStore::empty() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return entries_.empty();
 }
 
 int64_t ActivationStore::samples() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return samples_;
 }
 

@@ -9,12 +9,12 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include <torch/torch.h>
 
+#include "common/thread_annotations.h"
 #include "worker/swarm/clock.h"
 
 namespace swarm::runtime {
@@ -39,26 +39,26 @@ class ActivationStore {
            int64_t round);
   // Hands out the entry of `mb` and forgets it; nothing when there is none (never kept, taken
   // already, or expired).
-  std::optional<Activation> take(const std::string& mb);
+  std::optional<Activation> take(const std::string& mb) EXCLUDES(mu_);
 
   // Drops the entries past their time to live, then, while more than max_entries are left, the
   // first ones in microbatch-id order. Returns how many went.
-  size_t expire();
+  size_t expire() EXCLUDES(mu_);
   // Drops every entry; returns their samples (forwards whose backward will not run here).
-  int64_t clear();
+  int64_t clear() EXCLUDES(mu_);
 
-  size_t size() const;
-  bool empty() const;
+  size_t size() const EXCLUDES(mu_);
+  bool empty() const EXCLUDES(mu_);
   // Samples of the entries held: admitted work that is owed a backward.
-  int64_t samples() const;
+  int64_t samples() const EXCLUDES(mu_);
 
  private:
   Clock clock_;
   const double ttl_;
   const size_t max_entries_;
-  mutable std::mutex mu_;
-  std::map<std::string, Activation> entries_;
-  int64_t samples_ = 0;
+  mutable swarm::Mutex mu_;
+  std::map<std::string, Activation> entries_ GUARDED_BY(mu_);
+  int64_t samples_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace swarm::runtime

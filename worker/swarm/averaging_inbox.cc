@@ -14,15 +14,15 @@ std::shared_ptr<const RoundResult> AveragingInbox::gather(const Key& key,
                                                           const std::vector<std::string>& members,
                                                           const torch::Tensor& own,
                                                           int64_t own_samples, double deadline) {
-  std::unique_lock<std::mutex> lk(mu_);
-  auto all_in = [&] {
+  swarm::MutexLock lk(mu_);
+  auto all_in = [&]() REQUIRES(mu_) {
     size_t got = 0;
     for (const auto& c : inbox_[key])
       for (const auto& m : members)
         if (m == c.peer) ++got;
     return got + 1 >= members.size();
   };
-  cv_.wait_until(lk, std::chrono::steady_clock::now() + to_ms(deadline - clock_()), all_in);
+  cv_.wait_until(mu_, std::chrono::steady_clock::now() + to_ms(deadline - clock_()), all_in);
   auto result = std::make_shared<RoundResult>();
   result->average = own.clone();
   result->samples = own_samples;
@@ -42,19 +42,19 @@ std::shared_ptr<const RoundResult> AveragingInbox::gather(const Key& key,
 std::shared_ptr<const RoundResult> AveragingInbox::contribute(const Key& key, Contribution c,
                                                               bool round_passed,
                                                               double timeout_seconds) {
-  std::unique_lock<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   if (round_passed && !results_.count(key)) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
   inbox_[key].push_back(std::move(c));
   cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + to_ms(timeout_seconds);
-  if (!cv_.wait_until(lk, deadline, [&] { return results_.count(key) > 0 || stopped_; }) ||
+  if (!cv_.wait_until(mu_, deadline, [&]() REQUIRES(mu_) { return results_.count(key) > 0 || stopped_; }) ||
       !results_.count(key))
     throw std::runtime_error("averaging round " + std::to_string(key.first) + " timed out at the leader");
   return results_[key];
 }
 
 void AveragingInbox::prune(int64_t round) {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   for (auto it = results_.begin(); it != results_.end();)
     it = it->first.first + 2 < round ? results_.erase(it) : std::next(it);
   for (auto it = inbox_.begin(); it != inbox_.end();)
@@ -63,7 +63,7 @@ void AveragingInbox::prune(int64_t round) {
 
 void AveragingInbox::stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
+    swarm::MutexLock lk(mu_);
     stopped_ = true;
   }
   cv_.notify_all();

@@ -6,17 +6,16 @@
 // deadlines their meaning: a deadline is a reading of it.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <torch/torch.h>
 
+#include "common/thread_annotations.h"
 #include "worker/swarm/clock.h"
 
 namespace swarm::runtime {
@@ -45,27 +44,27 @@ class AveragingInbox {
   // the sum as the key's result (the waiting pushes are answered with it) and returns it.
   std::shared_ptr<const RoundResult> gather(const Key& key, const std::vector<std::string>& members,
                                             const torch::Tensor& own, int64_t own_samples,
-                                            double deadline);
+                                            double deadline) EXCLUDES(mu_);
 
   // A member's push, on its connection thread: files `c` and waits up to `timeout_seconds` for
   // the key's result. Throws round_closed when `round_passed` (the leader stepped past the round)
   // and the round has no result; a push arriving after the result was published gets it still,
   // so the late member steps with the same update as the others (its own gradient is lost).
   std::shared_ptr<const RoundResult> contribute(const Key& key, Contribution c, bool round_passed,
-                                                double timeout_seconds);
+                                                double timeout_seconds) EXCLUDES(mu_);
 
   // Drops what the inbox holds of rounds more than two behind `round`.
   void prune(int64_t round);
   // Answers the pushes waiting now and those to come with an error (the worker is stopping).
-  void stop();
+  void stop() EXCLUDES(mu_);
 
  private:
   Clock clock_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  std::map<Key, std::vector<Contribution>> inbox_;
-  std::map<Key, std::shared_ptr<const RoundResult>> results_;
+  swarm::Mutex mu_;
+  swarm::CondVar cv_;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  std::map<Key, std::vector<Contribution>> inbox_ GUARDED_BY(mu_);
+  std::map<Key, std::shared_ptr<const RoundResult>> results_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::runtime

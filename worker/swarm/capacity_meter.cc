@@ -6,18 +6,18 @@ CapacityMeter::CapacityMeter(Clock clock, double window_seconds, double min_busy
     : clock_(std::move(clock)), window_(window_seconds), min_busy_(min_busy_seconds) {}
 
 void CapacityMeter::add_busy(double seconds) {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   busy_ += seconds;
 }
 
 void CapacityMeter::add_completed(int64_t samples) {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   completed_ += samples;
 }
 
 double CapacityMeter::read() {
   const double t = clock_();
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   readings_.push_back({t, busy_, completed_});
   // The oldest reading goes once the next one alone spans the window.
   while (readings_.size() > 2 && t - readings_[1].at >= window_) readings_.pop_front();
@@ -29,7 +29,7 @@ double CapacityMeter::read() {
 }
 
 double CapacityMeter::samples_per_second() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return samples_per_second_;
 }
 

@@ -11,8 +11,8 @@
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 
+#include "common/thread_annotations.h"
 #include "worker/swarm/clock.h"
 
 namespace swarm::runtime {
@@ -25,14 +25,14 @@ class CapacityMeter {
   explicit CapacityMeter(Clock clock, double window_seconds = kWindowSeconds,
                          double min_busy_seconds = kMinBusySeconds);
 
-  void add_busy(double seconds);    // compute time the stage spent on a request
-  void add_completed(int64_t samples);  // samples whose backward ran here
+  void add_busy(double seconds) EXCLUDES(mu_);  // compute time the stage spent on a request
+  void add_completed(int64_t samples) EXCLUDES(mu_);  // samples whose backward ran here
 
   // Takes a reading now (each heartbeat) and returns samples_per_second() after it.
-  double read();
+  double read() EXCLUDES(mu_);
   // The latest capacity: completed samples per busy second over the window; 0 until a window held
   // enough compute time, then the last such value until another does.
-  double samples_per_second() const;
+  double samples_per_second() const EXCLUDES(mu_);
 
  private:
   struct Reading {
@@ -43,11 +43,11 @@ class CapacityMeter {
   Clock clock_;
   const double window_;
   const double min_busy_;
-  mutable std::mutex mu_;
-  double busy_ = 0;
-  int64_t completed_ = 0;
-  std::deque<Reading> readings_;
-  double samples_per_second_ = 0;
+  mutable swarm::Mutex mu_;
+  double busy_ GUARDED_BY(mu_) = 0;
+  int64_t completed_ GUARDED_BY(mu_) = 0;
+  std::deque<Reading> readings_ GUARDED_BY(mu_);
+  double samples_per_second_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace swarm::runtime

@@ -122,14 +122,14 @@ struct Metrics::Endpoint {
 Metrics::~Metrics() = default;
 
 void Metrics::set_readiness(std::function<bool()> ready) {
-  std::lock_guard<std::mutex> lk(readiness_mu_);
+  swarm::MutexLock lk(readiness_mu_);
   readiness_ = std::move(ready);
 }
 
 bool Metrics::ready() const {
   std::function<bool()> f;
   {
-    std::lock_guard<std::mutex> lk(readiness_mu_);
+    swarm::MutexLock lk(readiness_mu_);
     f = readiness_;
   }
   return f && f();
@@ -180,7 +180,7 @@ void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(l
 void Metrics::add_stage_reset() { stage_resets_->Increment(); }
 
 void Metrics::set_compute_state(const ComputeState& state) {
-  std::lock_guard<std::mutex> lk(compute_mu_);
+  swarm::MutexLock lk(compute_mu_);
   auto advance = [](prometheus::Counter* c, int64_t now, int64_t& last) {
     if (now > last) c->Increment(static_cast<double>(now - last));
     last = std::max(last, now);

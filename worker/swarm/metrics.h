@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <prometheus/counter.h>
@@ -14,6 +13,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include "common/thread_annotations.h"
 
 namespace swarm::runtime {
 
@@ -26,8 +27,8 @@ class Metrics {
   int port() const { return port_; }
   // GET /readyz answers 200 while `ready` returns true and 503 otherwise (always 503 before a
   // callback is set): a worker's readiness probe, true only while it serves its stage.
-  void set_readiness(std::function<bool()> ready);
-  bool ready() const;
+  void set_readiness(std::function<bool()> ready) EXCLUDES(readiness_mu_);
+  bool ready() const EXCLUDES(readiness_mu_);
   // The current metrics in Prometheus' text exposition format (what GET /metrics returns).
   std::string exposition() const;
 
@@ -55,7 +56,7 @@ class Metrics {
     double staging_bytes = 0;         // bytes the staging pool holds (in use or idle)
     double staging_buffers = 0;
   };
-  void set_compute_state(const ComputeState& state);
+  void set_compute_state(const ComputeState& state) EXCLUDES(compute_mu_);
 
  private:
   prometheus::Gauge& gauge(prometheus::Family<prometheus::Gauge>& f, int stage);
@@ -64,8 +65,8 @@ class Metrics {
   struct Endpoint;  // the HTTP listener serving /metrics
   std::unique_ptr<Endpoint> endpoint_;
   int port_ = 0;
-  mutable std::mutex readiness_mu_;
-  std::function<bool()> readiness_;
+  mutable swarm::Mutex readiness_mu_;
+  std::function<bool()> readiness_ GUARDED_BY(readiness_mu_);
   prometheus::Labels base_;
   prometheus::Family<prometheus::Counter>* samples_ = nullptr;
   prometheus::Family<prometheus::Histogram>* latency_ = nullptr;
@@ -87,8 +88,8 @@ class Metrics {
   prometheus::Counter* staging_reuses_ = nullptr;
   prometheus::Gauge* staging_bytes_ = nullptr;
   prometheus::Gauge* staging_buffers_ = nullptr;
-  std::mutex compute_mu_;
-  ComputeState compute_last_;  // what set_compute_state last saw (counter deltas)
+  swarm::Mutex compute_mu_;
+  ComputeState compute_last_ GUARDED_BY(compute_mu_);  // what set_compute_state last saw (counter deltas)
 };
 
 }  // namespace swarm::runtime

@@ -29,22 +29,22 @@ void RequestQueue::check_samples(int64_t samples) {
 
 void RequestQueue::push(std::shared_ptr<Task> task) {
   task->enqueued_at = clock_();
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   tasks_.push_back(std::move(task));
 }
 
 size_t RequestQueue::size() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return tasks_.size();
 }
 
 bool RequestQueue::empty() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   return tasks_.empty();
 }
 
 bool RequestQueue::has_eligible(bool leaving, bool admission_open) const {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   if (leaving && !tasks_.empty()) return true;
   for (const auto& t : tasks_)
     if (completes_work(*t) || is_eval(*t)) return true;
@@ -66,7 +66,7 @@ std::shared_ptr<Task> RequestQueue::take_first_locked(Pred pred) {
 std::shared_ptr<Task> RequestQueue::take(bool leaving, bool admission_open, bool* held) {
   auto any = [](const Task&) { return true; };
   if (held) *held = false;
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   if (auto t = take_first_locked(completes_work)) return t;
   if (leaving) return take_first_locked(any);
   if (auto t = take_first_locked(is_eval)) return t;
@@ -83,7 +83,7 @@ std::shared_ptr<Task> RequestQueue::take(bool leaving, bool admission_open, bool
 std::vector<uint16_t> RequestQueue::expire_waiting(const TimeoutsSpec& to) {
   std::vector<uint16_t> refused;
   const double now = clock_();
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     const auto type = (*it)->request.type;
     double limit = 0;
@@ -106,7 +106,7 @@ std::vector<uint16_t> RequestQueue::expire_waiting(const TimeoutsSpec& to) {
 }
 
 void RequestQueue::fail_all(const std::string& reason) {
-  std::lock_guard<std::mutex> lk(mu_);
+  swarm::MutexLock lk(mu_);
   for (auto& t : tasks_) t->reply.set_value(net::make_error(t->request.request_id, reason));
   tasks_.clear();
 }

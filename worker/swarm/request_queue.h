@@ -10,13 +10,13 @@
 #include <deque>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common/job_spec.h"
+#include "common/thread_annotations.h"
 #include "worker/net/message.h"
 #include "worker/swarm/clock.h"
 
@@ -41,34 +41,34 @@ class RequestQueue {
   static void check_samples(int64_t samples);
 
   // Queues `task`, stamped with the clock.
-  void push(std::shared_ptr<Task> task);
-  size_t size() const;
-  bool empty() const;
+  void push(std::shared_ptr<Task> task) EXCLUDES(mu_);
+  size_t size() const EXCLUDES(mu_);
+  bool empty() const EXCLUDES(mu_);
 
   // Whether take() would hand out a task now.
-  bool has_eligible(bool leaving, bool admission_open) const;
+  bool has_eligible(bool leaving, bool admission_open) const EXCLUDES(mu_);
   // The next task to run, or null. Backwards (and state requests, gradient hand-offs) come first:
   // they complete a microbatch and free its activations. A leaving peer then takes any task (its
   // forwards are answered with an error at once, so trainers retry elsewhere); otherwise eval
   // forwards, then new forwards only while `admission_open`. `*held` is set when the closed
   // admission decided the answer (nothing but new forwards could have been taken).
-  std::shared_ptr<Task> take(bool leaving, bool admission_open, bool* held);
+  std::shared_ptr<Task> take(bool leaving, bool admission_open, bool* held) EXCLUDES(mu_);
 
   // Answers with an error, without computing, the queued forwards whose caller has given up: they
   // waited past 90 % of its timeout (forward_seconds; forward_seconds + backward_seconds for a
   // forward_backward). Returns the message types of the requests refused.
-  std::vector<uint16_t> expire_waiting(const TimeoutsSpec& timeouts);
+  std::vector<uint16_t> expire_waiting(const TimeoutsSpec& timeouts) EXCLUDES(mu_);
 
   // Answers every queued task with the error `reason` and empties the queue.
-  void fail_all(const std::string& reason);
+  void fail_all(const std::string& reason) EXCLUDES(mu_);
 
  private:
   template <typename Pred>
-  std::shared_ptr<Task> take_first_locked(Pred pred);
+  std::shared_ptr<Task> take_first_locked(Pred pred) REQUIRES(mu_);
 
   Clock clock_;
-  mutable std::mutex mu_;
-  std::deque<std::shared_ptr<Task>> tasks_;
+  mutable swarm::Mutex mu_;
+  std::deque<std::shared_ptr<Task>> tasks_ GUARDED_BY(mu_);
 };
 
 }  // namespace swarm::runtime

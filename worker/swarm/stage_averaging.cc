@@ -85,8 +85,8 @@ void StageServer::Impl::progress_loop() {
     int64_t r, s, a;
     bool latched;
     {
-      std::unique_lock<std::mutex> lk(mu);
-      cv.wait_for(lk, interval, [&] { return stopping; });
+      swarm::MutexLock lk(mu);
+      cv.wait_for(mu, interval, [&]() REQUIRES(mu) { return stopping; });
       if (stopping) return;
       r = round;
       s = samples_done;
@@ -102,7 +102,7 @@ void StageServer::Impl::progress_loop() {
       reported_admitted = a;
       bool wake = false;
       {
-        std::lock_guard<std::mutex> lk(mu);
+        swarm::MutexLock lk(mu);
         if (view.round == round.load()) {
           // The coordinator's total includes what we reported; keep only the others' part (their
           // admitted samples: done, or accepted and owed a backward).
@@ -124,12 +124,12 @@ void StageServer::Impl::finish_round() {
   const int64_t r = round.load();
   int64_t samples;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples = samples_done;
   }
   bool leaving_now;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     leaving_now = leaving;
   }
   try {
@@ -194,7 +194,7 @@ StageServer::Impl::RoundEnd StageServer::Impl::average_round(int64_t r, bool lea
       samples = total;
     }
     {
-      std::lock_guard<std::mutex> lk(mu);
+      swarm::MutexLock lk(mu);
       if (stopping) return RoundEnd::Abandoned;
     }
     if (averaged) return RoundEnd::Averaged;
@@ -204,7 +204,7 @@ StageServer::Impl::RoundEnd StageServer::Impl::average_round(int64_t r, bool lea
 
 void StageServer::Impl::advance_round(int64_t r) {
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     round = r + 1;
     samples_done = 0;
     others_samples = 0;

@@ -79,7 +79,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   model->to(device);
   optimizer = std::make_unique<model::StageOptimizer>(*model, optimizer_config(opt.spec));
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     round = 0;
     samples_done = others_samples = 0;
     activations.clear();
@@ -149,7 +149,7 @@ void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
       "(spec.checkpoint.path) or more peers per stage.";
   spdlog::error("worker {}: {}", opt.peer_id, message);
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     failed = true;
     failure_message = message;
     failure_stage = s;
@@ -165,7 +165,7 @@ void StageServer::Impl::report_failure() {
   int s;
   int64_t step;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (!failed || failure_reported) return;
     message = failure_message;
     s = failure_stage;
@@ -173,7 +173,7 @@ void StageServer::Impl::report_failure() {
   }
   try {
     registry->report_failure("StageReset", s, step, message);
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     failure_reported = true;  // else the heartbeat tries again
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not report the failure: {}", opt.peer_id, e.what());
@@ -275,7 +275,7 @@ void StageServer::Impl::check_behind(const std::vector<planner::PeerRecord>& sta
 void StageServer::Impl::resync() {
   int64_t lost = 0;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     lost = samples_done;
     samples_done = others_samples = 0;
     activations.clear();
@@ -332,7 +332,7 @@ void StageServer::Impl::resync() {
 bool StageServer::Impl::handoff_gradients() {
   int64_t samples;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples = samples_done;
   }
   if (samples == 0) return true;
@@ -352,7 +352,12 @@ bool StageServer::Impl::handoff_gradients() {
       m.tensors.push_back(to_wire(flat));
       // Within what is left of a drain's budget: the process must exit before it is killed.
       double timeout = opt.spec.timeouts.backward_seconds;
-      if (drain_ends > 0) timeout = std::max(0.2, std::min(timeout, drain_ends - now_seconds() - 0.3));
+      double ends;
+      {
+        swarm::MutexLock lk(mu);  // drain() sets it from another thread
+        ends = drain_ends;
+      }
+      if (ends > 0) timeout = std::max(0.2, std::min(timeout, ends - now_seconds() - 0.3));
       client.call(std::move(m), to_ms(timeout));
       spdlog::info("worker {}: handed {} samples of gradient to {}", opt.peer_id, samples, p.peer_id);
       report_event("handoffs", 1);
@@ -373,7 +378,7 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
   if (r != round.load()) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
-  if (leaving) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
+  if (is_leaving()) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);
   int64_t offset = 0, total = 0;
   for (auto& p : model->parameters()) total += p.numel();
@@ -388,7 +393,7 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
     offset += p.numel();
   }
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples_done += samples;
   }
   return make_message(kHandoffReply, {{"accepted", true}, {"round", r}});
@@ -398,12 +403,12 @@ void StageServer::Impl::complete_leave() {
   const int from = stage.load();
   int64_t lost = 0;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     lost = activations.clear();  // forwards whose backward never came: their trainers recompute
   }
   const bool alone = !others_serve(*registry, opt.peer_id, from);
   if (!handoff_gradients()) {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     lost += samples_done;
   }
   if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now();
@@ -411,7 +416,7 @@ void StageServer::Impl::complete_leave() {
   // The gradient is settled (handed off or counted): the registry must not count it again if
   // this process dies before it deregisters.
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples_done = 0;
   }
   try {
@@ -421,12 +426,17 @@ void StageServer::Impl::complete_leave() {
   }
   optimizer->zero_grad();
   const int to = move_to.exchange(-1);
-  if (to >= 0 && to != from && !exiting) {
+  bool going;  // draining to exit: drain() sets `exiting` from another thread
+  {
+    swarm::MutexLock lk(mu);
+    going = exiting;
+  }
+  if (to >= 0 && to != from && !going) {
     report_event("stage_moves", 1);
     become_stage(to, "moved by the rebalancer");
     return;
   }
-  std::lock_guard<std::mutex> lk(mu);
+  swarm::MutexLock lk(mu);
   if (to >= 0 && !exiting) {
     leaving = false;  // assigned to the stage it is on: nothing to do
     return;
@@ -437,7 +447,7 @@ void StageServer::Impl::complete_leave() {
 
 void StageServer::Impl::write_checkpoint_now() {
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (failed) return;  // its parameters are the initial ones, not the stage's: never a checkpoint
   }
   try {
@@ -460,7 +470,7 @@ void StageServer::Impl::maybe_checkpoint(bool writer) {
 
 void StageServer::Impl::drain(double seconds) {
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (stopping || left) return;
     if (failed) {  // holds nothing of the stage: nothing to hand off
       left = true;
@@ -473,7 +483,7 @@ void StageServer::Impl::drain(double seconds) {
   // checkpoint and deregister. With no other peer serving the stage there is no round to wait for.
   const bool others = others_serve(*registry, opt.peer_id, stage.load());
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     const double now = now_seconds();
     leaving = true;
     exiting = true;  // a move assigned from now on is ignored: this process is going away
@@ -489,12 +499,12 @@ void StageServer::Impl::drain(double seconds) {
   // Waiting for the round only helps while it can still close: stop as soon as no other peer
   // serves the stage (they were stopped too, e.g. the run ended) or the stage's admitted samples
   // stopped growing short of the target (no trainer sends work).
-  const double until = drain_ends;
   int64_t last_total = -1;
   double last_change = now_seconds();
-  std::unique_lock<std::mutex> lk(mu);
+  swarm::MutexLock lk(mu);
+  const double until = drain_ends;
   while (!left && !stopping && now_seconds() < until) {
-    cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return left || stopping; });
+    cv.wait_for(mu, std::chrono::milliseconds(100), [&]() REQUIRES(mu) { return left || stopping; });
     const double now = now_seconds();
     if (left || stopping || samples_done == 0 || now >= handoff_at || target_latched) continue;
     const int64_t total = others_samples + samples_done;

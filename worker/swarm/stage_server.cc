@@ -75,7 +75,7 @@ void StageServer::start() {
   // Ready (GET /readyz, the pod's readiness probe) while serving its stage: not while joining or
   // downloading state, draining or moving, nor after its stage came back without state.
   I.metrics->set_readiness([&I] {
-    std::lock_guard<std::mutex> lk(I.mu);
+    swarm::MutexLock lk(I.mu);
     return I.ready && !I.leaving && !I.failed;
   });
   I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
@@ -118,7 +118,7 @@ void StageServer::stop() {
   if (!I.started || I.stopped.exchange(true)) return;
   if (I.metrics) I.metrics->set_readiness(nullptr);
   {
-    std::lock_guard<std::mutex> lk(I.mu);
+    swarm::MutexLock lk(I.mu);
     I.stopping = true;
   }
   I.cv.notify_all();
@@ -141,7 +141,7 @@ int StageServer::metrics_port() const { return impl_->metrics ? impl_->metrics->
 
 WorkerStatus StageServer::status() const {
   auto& I = *impl_;
-  std::lock_guard<std::mutex> lk(I.mu);
+  swarm::MutexLock lk(I.mu);
   WorkerStatus s;
   s.stage = I.stage;
   s.ready = I.ready;
@@ -189,7 +189,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
                                 ", got " + std::to_string(requested));
   if (!ready) {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (failed) throw std::runtime_error(failure_message);
     throw std::runtime_error("peer is joining its stage, not serving yet");
   }
@@ -204,7 +204,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   auto reply = task->reply.get_future();
   {
     // Queued under mu: the compute loop checks the queue under mu before it waits on cv.
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (stopping || left) throw std::runtime_error("worker is stopping");
     queue.push(task);
     metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
@@ -291,7 +291,7 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
   // the backward is loss-scaled and the gradients unscaled before they accumulate.
   compute->backward_loss(*model, loss * static_cast<double>(samples), input);
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples_done += samples;
   }
   capacity.add_completed(samples);
@@ -326,7 +326,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     throw std::invalid_argument("grad_output: expected float32 of the forward output's shape");
   compute->backward(*model, act.output, grad, act.input);
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     samples_done += samples;
   }
   capacity.add_completed(samples);
@@ -344,8 +344,13 @@ net::Message StageServer::Impl::do_state(Task&) {
   return reply;
 }
 
+bool StageServer::Impl::is_leaving() const {
+  swarm::MutexLock lk(mu);
+  return leaving;
+}
+
 net::Message StageServer::Impl::run_task(Task& task) {
-  if (leaving && (task.request.type == net::Forward || task.request.type == net::ForwardBackward) &&
+  if (is_leaving() && (task.request.type == net::Forward || task.request.type == net::ForwardBackward) &&
       !meta_bool(task.meta, "eval", false))
     throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   switch (task.request.type) {
@@ -380,9 +385,9 @@ void StageServer::Impl::compute_loop() {
   while (true) {
     std::shared_ptr<Task> task;
     {
-      std::unique_lock<std::mutex> lk(mu);
+      swarm::MutexLock lk(mu);
       // The timeout bounds how late activation expiry and the drain deadline are noticed.
-      cv.wait_for(lk, std::chrono::milliseconds(50), [&] {
+      cv.wait_for(mu, std::chrono::milliseconds(50), [&]() REQUIRES(mu) {
         return stopping || round_due_locked() || queue.has_eligible(leaving, admission_open_locked()) ||
                resync_requested || (move_to >= 0 && !leaving);
       });
@@ -403,7 +408,7 @@ void StageServer::Impl::compute_loop() {
     // Keep taking work without waiting when more is queued.
     cv.notify_all();
   }
-  std::lock_guard<std::mutex> lk(mu);
+  swarm::MutexLock lk(mu);
   queue.fail_all("worker is stopping");
 }
 
@@ -454,7 +459,7 @@ bool StageServer::Impl::leave_ready_locked(double now) const {
 void StageServer::Impl::idle_step() {
   bool due, leave_now;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     due = round_due_locked();
     leave_now = leave_ready_locked(now_seconds());
   }
@@ -517,7 +522,7 @@ void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
   rec.samples_per_second = capacity.samples_per_second();
   bool going = false;
   {
-    std::lock_guard<std::mutex> lk(mu);
+    swarm::MutexLock lk(mu);
     if (stopping) return;  // withdrawn (or about to be): announcing would list it again
     going = exiting;
     if (state) rec.state = *state;
@@ -555,8 +560,8 @@ void StageServer::Impl::heartbeat_loop() {
     metrics->add_bytes(st.bytes_out - last_sent, st.bytes_in - last_received);
     last_sent = st.bytes_out;
     last_received = st.bytes_in;
-    std::unique_lock<std::mutex> lk(mu);
-    cv.wait_for(lk, to_ms(opt.spec.timeouts.heartbeat_seconds), [&] { return stopping; });
+    swarm::MutexLock lk(mu);
+    cv.wait_for(mu, to_ms(opt.spec.timeouts.heartbeat_seconds), [&]() REQUIRES(mu) { return stopping; });
     if (stopping) break;
   }
 }

@@ -9,14 +9,13 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include <torch/torch.h>
 
+#include "common/thread_annotations.h"
 #include "registry/registry_client.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
@@ -50,17 +49,18 @@ struct StageServer::Impl {
   // the rebalancer assigned move_to), the two expiries (activations past their time to live,
   // queued forwards whose caller gave up), drop_overdue_activations_locked; then, with mu
   // released, serve_task, or idle_step when there was no task.
-  void start_leave_locked(double now);  // stop taking forwards; owed backwards until a deadline
+  void start_leave_locked(double now) REQUIRES(mu);  // stop taking forwards; owed backwards until a deadline
   // Drops the activations whose backward is overdue: a closing round's, after a wait shorter than
   // the stage's gather window, and a leaving peer's, after its leave deadline.
-  void drop_overdue_activations_locked(double now);
+  void drop_overdue_activations_locked(double now) REQUIRES(mu);
   void serve_task(Task& task);  // runs it, answers its caller, records metrics
   // Re-syncs when asked, else finishes a due round (averaging + optimizer step), else completes a
   // leave that is ready. Takes mu itself.
-  void idle_step();
-  bool leave_ready_locked(double now) const;  // leaving, nothing queued or owed, no round awaited
-  std::shared_ptr<Task> next_task_locked();  // from the queue; marks the round closing
-  bool admission_open_locked() const;         // the round still admits new forwards
+  void idle_step() EXCLUDES(mu);
+  bool leave_ready_locked(double now) const REQUIRES(mu);  // leaving, nothing queued or owed, no round awaited
+  std::shared_ptr<Task> next_task_locked() REQUIRES(mu);  // from the queue; marks the round closing
+  bool admission_open_locked() const REQUIRES(mu);  // the round still admits new forwards
+  bool is_leaving() const EXCLUDES(mu);  // `leaving`, read under mu (drain() sets it from another thread)
   // Answers with an error, without computing, the queued forwards whose caller has given up
   // (RequestQueue::expire_waiting): computed, they would leave activations whose backward never
   // comes, and the round would wait the backward timeout for them.
@@ -93,7 +93,7 @@ struct StageServer::Impl {
   void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
 
   // --- averaging (stage_averaging.cc) ---
-  bool round_due_locked() const;           // global batch reached, drain done
+  bool round_due_locked() const REQUIRES(mu);  // global batch reached, drain done
   void progress_loop();                    // reports samples to the coordinator, watches the latch
   void finish_round();                     // all-reduce + optimizer step; compute thread only
   enum class RoundOutcome { Averaged, Closed, Failed };
@@ -129,25 +129,25 @@ struct StageServer::Impl {
   CapacityMeter capacity{now_seconds};
   AveragingInbox inbox{now_seconds};  // the gradients pushed to this peer as a round's leader
 
-  // Guarded by mu. cv: the compute loop waits on it (with mu) for work, a due round or a stop.
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  int64_t samples_done = 0;       // backward samples accumulated this round (local)
-  int64_t others_samples = 0;     // other peers' admitted samples this round, from the coordinator
-  bool target_latched = false;    // the coordinator says the stage reached the global batch
-  double closing_since = 0;       // when this round stopped admitting forwards (0 = open)
-  bool stopping = false;
-  bool leaving = false;           // refusing new forwards: moving to another stage or draining
-  double leave_deadline = 0;      // owed backwards are given up after this
-  double handoff_at = 0;          // a leaving peer holding gradient stops waiting for its round
-  double drain_ends = 0;          // a draining peer's budget (SIGTERM) ends: 0 when moving stages
-  bool left = false;              // drain finished (compute thread exits)
-  bool exiting = false;           // draining to exit (SIGTERM): never moves to another stage
-  bool failed = false;            // the stage came back without its state: never serves again
-  bool failure_reported = false;
-  std::string failure_message;
-  int failure_stage = -1;
-  int64_t failure_step = 0;
+  // cv: the compute loop waits on it (with mu) for work, a due round or a stop.
+  mutable swarm::Mutex mu;
+  swarm::CondVar cv;
+  int64_t samples_done GUARDED_BY(mu) = 0;     // backward samples accumulated this round (local)
+  int64_t others_samples GUARDED_BY(mu) = 0;   // other peers' admitted samples this round, from the coordinator
+  bool target_latched GUARDED_BY(mu) = false;  // the coordinator says the stage reached the global batch
+  double closing_since GUARDED_BY(mu) = 0;     // when this round stopped admitting forwards (0 = open)
+  bool stopping GUARDED_BY(mu) = false;
+  bool leaving GUARDED_BY(mu) = false;         // refusing new forwards: moving to another stage or draining
+  double leave_deadline GUARDED_BY(mu) = 0;    // owed backwards are given up after this
+  double handoff_at GUARDED_BY(mu) = 0;        // a leaving peer holding gradient stops waiting for its round
+  double drain_ends GUARDED_BY(mu) = 0;        // a draining peer's budget (SIGTERM) ends: 0 when moving stages
+  bool left GUARDED_BY(mu) = false;            // drain finished (compute thread exits)
+  bool exiting GUARDED_BY(mu) = false;         // draining to exit (SIGTERM): never moves to another stage
+  bool failed GUARDED_BY(mu) = false;          // the stage came back without its state: never serves again
+  bool failure_reported GUARDED_BY(mu) = false;
+  std::string failure_message GUARDED_BY(mu);
+  int failure_stage GUARDED_BY(mu) = -1;
+  int64_t failure_step GUARDED_BY(mu) = 0;
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
   std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
   std::atomic<bool> resync_requested{false};

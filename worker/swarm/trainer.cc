@@ -3,12 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include <condition_variable>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "common/thread_annotations.h"
 #include "planner/stage_router.h"
 #include "registry/registry_client.h"
 #include "worker/data/text_dataset.h"
@@ -118,32 +117,36 @@ struct Trainer::Impl {
   TrainerOptions opt;
   int stages;
   data::TextDataset dataset;
-  std::mutex sampler_mu;
-  data::BatchSampler sampler;
+  swarm::Mutex sampler_mu;
+  data::BatchSampler sampler GUARDED_BY(sampler_mu);
   std::vector<std::unique_ptr<planner::StageRouter>> routers;
   std::unique_ptr<registry::RegistryClient> registry;
   std::unique_ptr<Metrics> metrics;
   net::ClientOptions client_options;
 
-  std::mutex peers_mu;
-  std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients;  // id -> (endpoint, client)
-  std::vector<int> peers_per_stage;
+  swarm::Mutex peers_mu;
+  std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients GUARDED_BY(peers_mu);  // id -> (endpoint, client)
+  std::vector<int> peers_per_stage GUARDED_BY(peers_mu);
 
   std::vector<std::atomic<int64_t>> stage_round;
   std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
-  uint64_t bytes_sent = 0, bytes_received = 0;  // guarded by peers_mu
+  uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;
+  uint64_t bytes_received GUARDED_BY(peers_mu) = 0;
 
-  std::mutex loss_mu;
-  std::vector<double> first_losses, recent_losses;
-  std::vector<std::pair<int64_t, double>> curve;
-  std::vector<std::pair<double, int64_t>> progress;  // guarded by loss_mu
-  double loss_ema = 0;
-  double train_started = 0, train_ended = 0;
-  double eval_loss = 0;
-  bool finished = false;
+  swarm::Mutex loss_mu;
+  std::vector<double> first_losses GUARDED_BY(loss_mu);
+  std::vector<double> recent_losses GUARDED_BY(loss_mu);
+  std::vector<std::pair<int64_t, double>> curve GUARDED_BY(loss_mu);
+  std::vector<std::pair<double, int64_t>> progress GUARDED_BY(loss_mu);
+  double loss_ema GUARDED_BY(loss_mu) = 0;
+  // Written by the thread in Trainer::run while the background thread reads them (announce,
+  // background_pass, snapshot): atomics, not under loss_mu.
+  std::atomic<double> train_started{0}, train_ended{0};
+  std::atomic<double> eval_loss{0};
+  std::atomic<bool> finished{false};
 
-  std::mutex announce_mu;
-  bool training_over = false;  // guarded by announce_mu
+  swarm::Mutex announce_mu;
+  bool training_over GUARDED_BY(announce_mu) = false;
 };
 
 void Trainer::Impl::announce() {
@@ -162,18 +165,18 @@ void Trainer::Impl::announce() {
   const double elapsed = train_started > 0 ? now_seconds() - train_started : 0;
   rec.samples_per_second = elapsed > 0 ? static_cast<double>(samples.load()) / elapsed : 0;
   {
-    std::lock_guard<std::mutex> lk(loss_mu);
+    swarm::MutexLock lk(loss_mu);
     double sum = 0;
     for (double x : recent_losses) sum += x;
     rec.loss = recent_losses.empty() ? 0 : sum / static_cast<double>(recent_losses.size());
   }
-  std::lock_guard<std::mutex> lk(announce_mu);
+  swarm::MutexLock lk(announce_mu);
   if (training_over) return;
   registry->announce(rec);
 }
 
 void Trainer::Impl::withdraw() {
-  std::lock_guard<std::mutex> lk(announce_mu);
+  swarm::MutexLock lk(announce_mu);
   training_over = true;
   try {
     registry->withdraw(opt.peer_id, /*settled=*/true);
@@ -185,7 +188,7 @@ void Trainer::Impl::withdraw() {
 void Trainer::Impl::refresh_peers() {
   auto workers = registry->peers("worker");
   std::vector<std::vector<std::string>> ids(stages);
-  std::lock_guard<std::mutex> lk(peers_mu);
+  swarm::MutexLock lk(peers_mu);
   for (const auto& p : workers) {
     // Only peers that serve: not while joining (downloading state) or draining (leaving).
     if (p.stage < 0 || p.stage >= stages || !planner::routable(p.state)) continue;
@@ -215,7 +218,7 @@ void Trainer::Impl::refresh_peers() {
 }
 
 std::shared_ptr<net::Client> Trainer::Impl::client_for(const std::string& peer) {
-  std::lock_guard<std::mutex> lk(peers_mu);
+  swarm::MutexLock lk(peers_mu);
   auto it = clients.find(peer);
   return it == clients.end() ? nullptr : it->second.second;
 }
@@ -279,7 +282,7 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   const int64_t B = opt.spec.training.microbatch, T = opt.spec.model.sequence_length;
   std::vector<int64_t> in, tg;
   {
-    std::lock_guard<std::mutex> lk(sampler_mu);
+    swarm::MutexLock lk(sampler_mu);
     sampler.next(B, in, tg);
   }
   auto tokens = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
@@ -325,7 +328,7 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   const int64_t done = samples += B;
   microbatches++;
   metrics->set_loss(loss);
-  std::lock_guard<std::mutex> lk(loss_mu);
+  swarm::MutexLock lk(loss_mu);
   const size_t per_batch = static_cast<size_t>(opt.spec.training.global_batch / B);
   if (first_losses.size() < per_batch) first_losses.push_back(loss);
   recent_losses.push_back(loss);
@@ -341,7 +344,10 @@ double Trainer::Impl::evaluate() {
   int n = 0;
   for (int i = 0; i < opt.eval_batches; ++i) {
     std::vector<int64_t> in, tg;
-    sampler.validation_batch(B, i, in, tg);
+    {
+      swarm::MutexLock lk(sampler_mu);
+      sampler.validation_batch(B, i, in, tg);
+    }
     const int64_t T = static_cast<int64_t>(in.size()) / B;
     torch::Tensor x = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
     auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
@@ -376,10 +382,10 @@ TrainerReport Trainer::Impl::snapshot() {
   for (const auto& s : stage_round) r.stage_steps.push_back(s.load());
   r.steps = *std::min_element(r.stage_steps.begin(), r.stage_steps.end());
   {
-    std::lock_guard<std::mutex> lk(peers_mu);
+    swarm::MutexLock lk(peers_mu);
     r.peers_per_stage = peers_per_stage;
   }
-  std::lock_guard<std::mutex> lk(loss_mu);
+  swarm::MutexLock lk(loss_mu);
   auto mean = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
@@ -389,7 +395,7 @@ TrainerReport Trainer::Impl::snapshot() {
   r.loss_last = mean(recent_losses);
   r.loss_ema = loss_ema;
   r.eval_loss = eval_loss;
-  const double end = train_ended > 0 ? train_ended : now_seconds();
+  const double end = train_ended > 0 ? train_ended.load() : now_seconds();
   r.train_seconds = train_started > 0 ? end - train_started : 0;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0;
   r.finished = finished;
@@ -417,7 +423,7 @@ void Trainer::Impl::background_pass(double& last_report, double& last_announce) 
     last_announce = now_seconds();
   }
   if (now_seconds() - last_report >= 1.0 && train_started > 0) {
-    std::lock_guard<std::mutex> lk(loss_mu);
+    swarm::MutexLock lk(loss_mu);
     if (progress.size() < 100000) progress.emplace_back(now_seconds() - train_started, samples.load());
   }
   if (!opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
@@ -435,7 +441,7 @@ bool Trainer::Impl::wait_for_peers(const std::atomic<bool>& stop) {
   while (true) {
     bool all = true;
     {
-      std::lock_guard<std::mutex> lk(peers_mu);
+      swarm::MutexLock lk(peers_mu);
       for (int n : peers_per_stage) all = all && n > 0;
     }
     if (all) return true;
@@ -473,16 +479,16 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url, to_ms(I.opt.spec.timeouts.connect_seconds));
   I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "trainer", I.opt.peer_id);
   std::atomic<bool> done{false};
-  std::mutex bg_mu;
-  std::condition_variable bg_cv;
+  swarm::Mutex bg_mu;
+  swarm::CondVar bg_cv;
 
   // Discovery and the progress report run beside the training loop.
   std::thread background([&] {
     double last_report = 0, last_announce = 0;
     while (!done) {
       I.background_pass(last_report, last_announce);
-      std::unique_lock<std::mutex> lk(bg_mu);
-      bg_cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return done.load(); });
+      swarm::MutexLock lk(bg_mu);
+      bg_cv.wait_for(bg_mu, std::chrono::milliseconds(250), [&] { return done.load(); });
     }
   });
   auto finish = [&] {
