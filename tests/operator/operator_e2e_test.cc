@@ -269,5 +269,37 @@ TEST_F(OperatorE2E, UnschedulablePoolOverflowsToTheNextAndMovesBack) {
   for (const auto& p : status["pools"]) EXPECT_TRUE(p.value("available", false)) << status.dump(2);
 }
 
+// The restricted Pod Security Standard, enforced by the API server's own PodSecurity admission on
+// the job's namespace: it refuses a plain pod, and admits every pod the operator makes for a job
+// (workers with a checkpoint path, trainer, registry), so none of them breaks the standard.
+TEST_F(OperatorE2E, RestrictedPodSecurityAdmitsEveryPodOfAJob) {
+  create_standard_nodes(*env_);
+  std::string out;
+  ASSERT_EQ(env_->apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: locked\n  labels:\n"
+                             "    pod-security.kubernetes.io/enforce: restricted\n"
+                             "    pod-security.kubernetes.io/enforce-version: latest\n", &out), 0) << out;
+  // The admission is on: a pod without the restricted settings is refused.
+  EXPECT_NE(env_->apply_yaml("apiVersion: v1\nkind: Pod\nmetadata: {name: plain, namespace: locked}\n"
+                             "spec: {containers: [{name: c, image: busybox}]}\n", &out), 0) << out;
+  EXPECT_NE(out.find("violate"), std::string::npos) << out;
+
+  auto op = env_->start_operator();
+  std::string job = job_yaml("locked-lm", two_pool_spec(2, 1, 4));
+  job.replace(job.find("  name: locked-lm\n"), 18, "  name: locked-lm\n  namespace: locked\n");
+  ASSERT_EQ(env_->apply_yaml(job, &out), 0) << out;
+  const std::string sel = "swarm-operator.io/job=locked-lm";
+  ASSERT_TRUE(wait_until([&] { return env_->pods(sel + ",swarm-operator.io/role=worker").size() == 2; }, 40s))
+      << tail(read_text(env_->dir() + "/op-1.log"), 40);
+  ASSERT_TRUE(wait_until([&] { return env_->pods(sel + ",swarm-operator.io/role=trainer").size() == 1; }, 20s));
+  ASSERT_TRUE(wait_until([&] { return env_->pods(sel + ",swarm-operator.io/role=registry").size() == 1; }, 20s));
+  for (const auto& p : env_->pods(sel)) {
+    EXPECT_EQ(p["metadata"]["namespace"], "locked");
+    EXPECT_EQ(p["spec"]["automountServiceAccountToken"], false) << p["metadata"]["name"];
+    EXPECT_EQ(p["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"], true) << p["metadata"]["name"];
+  }
+  // No pod creation was refused along the way.
+  EXPECT_EQ(read_text(env_->dir() + "/op-1.log").find("violates PodSecurity"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace swarm::optest

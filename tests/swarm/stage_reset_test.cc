@@ -5,6 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -116,6 +122,102 @@ TEST(StageReset, AStageBackWithoutItsStateAfterTrainingFailsTheJob) {
   EXPECT_EQ(testing::metric_sample(testing::shell("curl -sf " + swarm.registry->url() + "/metrics").second,
                                    "swarm_stage_reset_total"),
             2);
+}
+
+// A TCP relay to the registry that, while `blocked`, accepts and closes every connection: the
+// registry unreachable, as while its pod starts or its node is overloaded.
+class FlakyRelay {
+ public:
+  explicit FlakyRelay(int upstream_port) : upstream_(upstream_port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 64) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("relay: cannot listen");
+    port_ = ntohs(a.sin_port);
+    accepter_ = std::thread([this] { accept_loop(); });
+  }
+  ~FlakyRelay() {
+    done_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    accepter_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::atomic<bool> blocked{true};
+  std::atomic<int> refused{0};
+
+ private:
+  static void pump(int from, int to) {
+    char buf[16384];
+    for (ssize_t n; (n = ::read(from, buf, sizeof buf)) > 0;)
+      if (::write(to, buf, static_cast<size_t>(n)) != n) break;
+    ::shutdown(to, SHUT_WR);
+  }
+  void accept_loop() {
+    while (!done_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      if (blocked) {
+        ++refused;
+        ::close(c);
+        continue;
+      }
+      const int u = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(static_cast<uint16_t>(upstream_));
+      if (::connect(u, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(u);
+        ::close(c);
+        continue;
+      }
+      std::thread([c, u] {
+        std::thread back([c, u] { pump(u, c); });
+        pump(c, u);
+        back.join();
+        ::close(c);
+        ::close(u);
+      }).detach();
+    }
+  }
+  int upstream_, fd_ = -1, port_ = 0;
+  std::atomic<bool> done_{false};
+  std::thread accepter_;
+};
+
+// Seen on the cluster: workers whose pods started before the registry's could not list their
+// stage's peers, read a step past 0, and stopped the job as if the stage had lost its state
+// (StageReset at step 1, 15 s into the run). A registry that does not answer says nothing about
+// the stage: a joiner waits for an answer, then downloads the state of the live peer. (Before the
+// fix, with the stats unreadable too, it served stage 1 from its initial parameters.)
+TEST(StageReset, AJoinerThatCannotReachTheRegistryWaitsAndDownloadsTheState) {
+  torch::set_num_threads(1);
+  testing::LocalSwarm swarm(testing::tiny_job(2, 3), 1);
+  ASSERT_TRUE(testing::train(swarm, 3).finished);
+  const auto peer = swarm.workers[1]->status();
+  ASSERT_GE(peer.round, 3);
+  const int registry_port = std::stoi(swarm.registry->url().substr(swarm.registry->url().rfind(':') + 1));
+  FlakyRelay relay(registry_port);
+  swarm.adjust = [&](runtime::WorkerOptions& o) { o.registry_url = relay.url(); };
+  std::thread unblock([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    relay.blocked = false;
+  });
+  auto& joiner = swarm.add_worker(1, 7);  // returns once it serves (or failed)
+  unblock.join();
+  EXPECT_GT(relay.refused.load(), 0) << "the registry was never unreachable for the joiner";
+  const auto st = joiner.status();
+  EXPECT_FALSE(st.failed);
+  EXPECT_TRUE(st.ready);
+  EXPECT_EQ(st.round, peer.round);
+  EXPECT_EQ(st.fingerprint, peer.fingerprint) << "it serves other parameters than the stage's live peer";
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  EXPECT_FALSE(reg.stats().contains("failure")) << reg.stats().dump();
 }
 
 // Before the first step every stage is at its initial parameters (from the seed): a stage that

@@ -92,19 +92,20 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not announce: {}", opt.peer_id, e.what());
   }
-  if (!sync_state(s, 0)) {
-    // No live peer and no checkpoint: the stage's parameters would restart from initialization.
-    // That is right only while the stage never stepped (its initial parameters, from the seed,
-    // are then all its state; the stage may be a step behind the others: stages step about
-    // together, each when it has seen the global batch). Once it stepped (the registry's newest
-    // round of the stage is past 0), training on would pair a reset stage with trained ones: the
-    // job stops instead (issue 11).
-    const int64_t own = stage_newest_round(s);
-    if (own > 0) {
-      fail_stage_reset(s, std::max(own, job_step()));
-      return;
-    }
-    spdlog::info("worker {}: stage {} starts from its initial parameters (it never stepped)", opt.peer_id, s);
+  // No live peer and no checkpoint: the stage's parameters would restart from initialization.
+  // That is right only while the stage never stepped (its initial parameters, from the seed, are
+  // then all its state; the stage may be a step behind the others: stages step about together,
+  // each when it has seen the global batch). Once it stepped (the registry's newest round of the
+  // stage is past 0), training on would pair a reset stage with trained ones: the job stops
+  // instead (issue 11).
+  int64_t own = 0;
+  switch (sync_on_join(s, own)) {
+    case JoinSync::Synced: break;
+    case JoinSync::Stopping: return;
+    case JoinSync::Lost: fail_stage_reset(s, std::max(own, job_step())); return;
+    case JoinSync::Fresh:
+      spdlog::info("worker {}: stage {} starts from its initial parameters (it never stepped)", opt.peer_id, s);
+      break;
   }
   fingerprint = model::param_fingerprint(*model);
   metrics->set_optimizer_step(s, static_cast<double>(round.load()));
@@ -114,6 +115,25 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   } catch (const std::exception&) {
   }
   spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
+}
+
+StageServer::Impl::JoinSync StageServer::Impl::sync_on_join(int s, int64_t& step) {
+  const double grace = 2 * opt.spec.timeouts.peer_expiry_seconds;
+  double lost_since = -1;  // when the registry first said: stepped, and nobody to sync from
+  for (;;) {
+    bool listed = false;
+    if (sync_state(s, 0, true, &listed)) return JoinSync::Synced;
+    step = listed ? stage_newest_round(s) : -1;
+    if (step == 0) return JoinSync::Fresh;
+    if (step > 0) {
+      const double now = now_seconds();
+      if (lost_since < 0) lost_since = now;
+      if (now - lost_since >= grace) return JoinSync::Lost;
+    }
+    swarm::MutexLock lk(mu);
+    cv.wait_for(mu, std::chrono::milliseconds(500), [&]() REQUIRES(mu) { return stopping; });
+    if (stopping) return JoinSync::Stopping;
+  }
 }
 
 int64_t StageServer::Impl::job_step() {
@@ -133,8 +153,9 @@ int64_t StageServer::Impl::stage_newest_round(int s) {
   try {
     auto st = registry->stats();
     const auto key = std::to_string(s);
-    if (st.contains("stageRounds") && st["stageRounds"].is_object() && st["stageRounds"].contains(key))
-      return st["stageRounds"][key].get<int64_t>();
+    if (!st.contains("stageRounds") || !st["stageRounds"].is_object() || !st["stageRounds"].contains(key))
+      return 0;  // the registry has seen no round of the stage
+    return st["stageRounds"][key].get<int64_t>();
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot read stage {}'s progress: {}", opt.peer_id, s, e.what());
   }
@@ -199,15 +220,17 @@ int64_t StageServer::Impl::align_with_swarm(int s) {
   return ahead;
 }
 
-bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints) {
+bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints, bool* listed) {
   std::vector<planner::PeerLoad> loads;
   std::map<std::string, planner::PeerRecord> by_id;
+  if (listed) *listed = false;
   try {
     for (const auto& p : registry->peers("worker", s)) {
       if (p.peer_id == opt.peer_id || !serving(p) || p.round < min_round) continue;
       loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second, false});
       by_id[p.peer_id] = p;
     }
+    if (listed) *listed = true;
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot list stage {}'s peers: {}", opt.peer_id, s, e.what());
   }

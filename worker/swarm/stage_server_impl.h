@@ -73,11 +73,20 @@ struct StageServer::Impl {
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
   void become_stage(int s, const char* why);  // new model for stage s, then sync_state
   // From a live donor at min_round or later, else (with `checkpoints`) the latest checkpoint of
-  // at least min_round.
-  bool sync_state(int s, int64_t min_round, bool checkpoints = true);
+  // at least min_round. `listed` (optional): whether the registry answered the peer listing; when
+  // it did not, a false return says nothing about the stage.
+  bool sync_state(int s, int64_t min_round, bool checkpoints = true, bool* listed = nullptr);
+  // become_stage's sync, with an answer that can be trusted: Synced, Fresh (the stage never
+  // stepped: its initial parameters are its state), Lost (it stepped, and no live peer or
+  // checkpoint has its state; `step` says where) or Stopping. A listing the registry did not answer
+  // (unreachable or slow, as while its pod starts) is asked again; a stage that stepped gives a
+  // live peer that missed its heartbeats (a loaded node) two peer-expiry periods to show up.
+  enum class JoinSync { Synced, Fresh, Lost, Stopping };
+  JoinSync sync_on_join(int s, int64_t& step);
   int64_t align_with_swarm(int s);            // take up the other stages' step number
   int64_t job_step();                         // the newest round any stage reached (registry)
-  int64_t stage_newest_round(int s);          // the newest round of stage s in the registry; -1 unknown
+  // The newest round of stage s in the registry (0: none yet); -1 when the registry did not answer.
+  int64_t stage_newest_round(int s);
   // The stage came back without its state after the job trained: stop serving, say so (log,
   // swarm_stage_reset_total, the registry's "failure": the job stops).
   void fail_stage_reset(int s, int64_t step);
