@@ -117,16 +117,16 @@ void StageServer::Impl::become_stage(int s, const char* why) {
 }
 
 int64_t StageServer::Impl::job_step() {
-  int64_t step = 0;
+  int64_t newest = 0;
   try {
     auto st = registry->stats();
     if (st.contains("stageSteps") && st["stageSteps"].is_object())
       for (const auto& [k, v] : st["stageSteps"].items())
-        if (v.is_number_integer()) step = std::max(step, v.get<int64_t>());
+        if (v.is_number_integer()) newest = std::max(newest, v.get<int64_t>());
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot read the job's progress: {}", opt.peer_id, e.what());
   }
-  return step;
+  return newest;
 }
 
 int64_t StageServer::Impl::stage_newest_step(int s) {
@@ -141,9 +141,9 @@ int64_t StageServer::Impl::stage_newest_step(int s) {
   return -1;
 }
 
-void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
+void StageServer::Impl::fail_stage_reset(int s, int64_t at_step) {
   const std::string message =
-      "stage " + std::to_string(s) + " lost its state at step " + std::to_string(step) +
+      "stage " + std::to_string(s) + " lost its state at step " + std::to_string(at_step) +
       ": it has no live peer and no checkpoint, so it would restart from its initial parameters while the "
       "other stages keep their trained ones. The job stops. Give the job a checkpoint location "
       "(spec.checkpoint.path) or more peers per stage.";
@@ -153,7 +153,7 @@ void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
     failed = true;
     failure_message = message;
     failure_stage = s;
-    failure_step = step;
+    failure_step = at_step;
   }
   ready = false;
   metrics->add_stage_reset();
@@ -163,16 +163,16 @@ void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
 void StageServer::Impl::report_failure() {
   std::string message;
   int s;
-  int64_t step;
+  int64_t at_step;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (!failed || failure_reported) return;
     message = failure_message;
     s = failure_stage;
-    step = failure_step;
+    at_step = failure_step;
   }
   try {
-    registry->report_failure("StageReset", s, step, message);
+    registry->report_failure("StageReset", s, at_step, message);
     std::lock_guard<std::mutex> lk(mu);
     failure_reported = true;  // else the heartbeat tries again
   } catch (const std::exception& e) {

@@ -80,7 +80,7 @@ struct StageServer::Impl {
   int64_t stage_newest_step(int s);           // the newest step of stage s in the registry; -1 unknown
   // The stage came back without its state after the job trained: stop serving, say so (log,
   // swarm_stage_reset_total, the registry's "failure": the job stops).
-  void fail_stage_reset(int s, int64_t step);
+  void fail_stage_reset(int s, int64_t at_step);
   void report_failure();                      // to the registry; retried by the heartbeat
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
