@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
         sm::ComputeScope scope(device, eff);
         y = stage->forward(x);
       }
-      y.backward(g);  // gradients accumulate, as over a round's microbatches
+      y.backward(g);  // gradients accumulate, as over a step's microbatches
     });
     const double flops = 3.0 * swarm::planner::stage_flops_per_sample({c.vocab_size, c.hidden_size, c.layers_per_stage, c.sequence_length, c.mlp_ratio}, false) * a.batch;
     const double tflops = flops / fwd_bwd / 1e12;

@@ -133,7 +133,7 @@ struct TimeoutsSpec {
   double connect_seconds = 3;           // connectSeconds: TCP connect to a peer
   double forward_seconds = 30;          // forwardSeconds: one forward request, queueing included
   double backward_seconds = 60;         // backwardSeconds: one backward request, queueing included
-  double averaging_seconds = 30;        // averagingSeconds: gather + all-reduce of one round
+  double averaging_seconds = 30;        // averagingSeconds: gather + all-reduce of one step
   double heartbeat_seconds = 1;         // heartbeatSeconds: peers re-announce this often
   double peer_expiry_seconds = 4;       // peerExpirySeconds, > heartbeatSeconds: drop silent peers
   double activation_ttl_seconds = 120;  // activationTtlSeconds: keep activations for the backward

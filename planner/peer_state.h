@@ -1,7 +1,7 @@
 // PeerState: what a peer announces about itself in its heartbeat. The registry's wire
 // (registry/wire.cc) is where the state is text: it parses it once as JSON enters and writes it
 // back as JSON leaves, with the same strings as before ("joining", "serving", ...); everything
-// inside (the PeerTable, the RoundBook, the workers, trainers and the operator) uses the enum.
+// inside (the PeerTable, the StepBook, the workers, trainers and the operator) uses the enum.
 #pragma once
 
 #include <optional>
@@ -13,7 +13,7 @@ namespace swarm::planner {
 enum class PeerState {
   Joining,    // downloading its stage's state (or re-syncing): not routed to, holds no gradient
   Serving,    // computes forwards and backwards
-  Averaging,  // serving while its stage's round averages
+  Averaging,  // serving while its stage's step averages
   Draining,   // leaving (moved or preempted): takes no new work, hands off what it holds
   Failed,     // its stage came back without state: serves nothing
 };

@@ -21,7 +21,7 @@ struct PeerRecord {
   int port = 0;
   int metrics_port = 0;
   PeerState state = PeerState::Joining;  // the wire's default when a heartbeat names none
-  int64_t round = 0;
+  int64_t step = 0;
   int64_t queue_length = 0;
   double samples_per_second = 0;  // worker: capacity; trainer: samples trained per second
   double loss = 0;                // trainer: mean training loss of its last global batch; 0 = unknown

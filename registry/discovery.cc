@@ -3,6 +3,6 @@
 namespace swarm::registry {
 
 Discovery::~Discovery() = default;
-RoundCoordinator::~RoundCoordinator() = default;
+StepCoordinator::~StepCoordinator() = default;
 
 }  // namespace swarm::registry

@@ -1,4 +1,4 @@
-// The interfaces the data plane uses to find peers and to coordinate averaging rounds. The HTTP
+// The interfaces the data plane uses to find peers and to coordinate each step's averaging. The HTTP
 // registry (RegistryClient) implements both today; a Kubernetes-backed implementation can later.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "planner/peer_table.h"
-#include "planner/round_book.h"
+#include "planner/step_book.h"
 
 namespace swarm::registry {
 
@@ -30,18 +30,18 @@ class Discovery {
   virtual std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) = 0;
 };
 
-class RoundCoordinator {
+class StepCoordinator {
  public:
-  virtual ~RoundCoordinator();
-  // `samples`: done this round; `admitted`: done + accepted forwards still owed a backward (>=
-  // samples). The view's samples_total sums the stage's admitted counts (planner/round_book.h).
-  virtual planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
+  virtual ~StepCoordinator();
+  // `samples`: done this step; `admitted`: done + accepted forwards still owed a backward (>=
+  // samples). The view's samples_total sums the stage's admitted counts (planner/step_book.h).
+  virtual planner::ProgressView report_progress(int stage, int64_t step, const std::string& peer,
                                                 int64_t samples, int64_t target,
                                                 int64_t admitted) = 0;
   // false = the group is closed (ready without this peer): retry with the next attempt.
-  virtual bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
-                          double gather_seconds) = 0;
-  virtual planner::GroupView round_group(int stage, int64_t round, int attempt) = 0;
+  virtual bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
+                         double gather_seconds) = 0;
+  virtual planner::GroupView step_group(int stage, int64_t step, int attempt) = 0;
 };
 
 }  // namespace swarm::registry

@@ -28,12 +28,12 @@ struct Reply {
   std::string body;
 };
 
-std::string round_path(int stage, int64_t round) {
-  return "/v1/stages/" + std::to_string(stage) + "/rounds/" + std::to_string(round);
+std::string step_path(int stage, int64_t step) {
+  return "/v1/stages/" + std::to_string(stage) + "/steps/" + std::to_string(step);
 }
 
-std::string attempt_path(int stage, int64_t round, int attempt) {
-  return round_path(stage, round) + "/attempts/" + std::to_string(attempt);
+std::string attempt_path(int stage, int64_t step, int attempt) {
+  return step_path(stage, step) + "/attempts/" + std::to_string(attempt);
 }
 
 }  // namespace
@@ -208,34 +208,34 @@ std::vector<planner::PeerRecord> RegistryClient::peers(const std::string& role, 
   });
 }
 
-planner::ProgressView RegistryClient::report_progress(int stage, int64_t round,
+planner::ProgressView RegistryClient::report_progress(int stage, int64_t step,
                                                       const std::string& peer, int64_t samples,
                                                       int64_t target, int64_t admitted) {
-  const std::string path = round_path(stage, round) + "/progress";
+  const std::string path = step_path(stage, step) + "/progress";
   const json body{{"peerId", peer}, {"samples", samples}, {"target", target},
                   {"admitted", std::max(admitted, samples)}};
   Reply r = impl_->checked(methods::POST, path, &body);
   return impl_->decoded(methods::POST, path, r, wire::progress_from_json);
 }
 
-void RegistryClient::report_dropped(int stage, int64_t round, const std::string& peer, int64_t target,
+void RegistryClient::report_dropped(int stage, int64_t step, const std::string& peer, int64_t target,
                                     int64_t dropped) {
-  const std::string path = round_path(stage, round) + "/progress";
+  const std::string path = step_path(stage, step) + "/progress";
   const json body{{"peerId", peer}, {"samples", 0}, {"target", target}, {"admitted", 0}, {"dropped", dropped}};
   impl_->checked(methods::POST, path, &body);
 }
 
-bool RegistryClient::join_round(int stage, int64_t round, int attempt, const planner::Member& m,
-                                double gather_seconds) {
-  const std::string path = attempt_path(stage, round, attempt) + "/join";
+bool RegistryClient::join_step(int stage, int64_t step, int attempt, const planner::Member& m,
+                               double gather_seconds) {
+  const std::string path = attempt_path(stage, step, attempt) + "/join";
   json body = wire::to_json(m);
   body["gatherSeconds"] = gather_seconds;
   Reply r = impl_->checked(methods::POST, path, &body, /*tolerated=*/409);
   return r.status != 409;
 }
 
-planner::GroupView RegistryClient::round_group(int stage, int64_t round, int attempt) {
-  const std::string path = attempt_path(stage, round, attempt) + "/group";
+planner::GroupView RegistryClient::step_group(int stage, int64_t step, int attempt) {
+  const std::string path = attempt_path(stage, step, attempt) + "/group";
   Reply r = impl_->checked(methods::GET, path, nullptr);
   return impl_->decoded(methods::GET, path, r, wire::group_from_json);
 }

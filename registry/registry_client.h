@@ -1,4 +1,4 @@
-// RegistryClient: Discovery + RoundCoordinator over the registry's REST API (cpprest
+// RegistryClient: Discovery + StepCoordinator over the registry's REST API (cpprest
 // http_client). Every call is synchronous and bounded by the timeout given at construction.
 // Thread-safe: calls may come from several threads at once.
 #pragma once
@@ -25,7 +25,7 @@ class RegistryError : public std::runtime_error {
   int status_;
 };
 
-class RegistryClient : public Discovery, public RoundCoordinator {
+class RegistryClient : public Discovery, public StepCoordinator {
  public:
   // `base_url` like "http://127.0.0.1:7400", or "file:PATH": a file whose first line is that URL.
   // The file is read now and again after every call that did not reach the registry, so a
@@ -42,22 +42,22 @@ class RegistryClient : public Discovery, public RoundCoordinator {
   void withdraw(const std::string& peer_id, bool settled) override;
   std::vector<planner::PeerRecord> peers(const std::string& role = "", int stage = -1) override;
 
-  // RoundCoordinator.
-  planner::ProgressView report_progress(int stage, int64_t round, const std::string& peer,
+  // StepCoordinator.
+  planner::ProgressView report_progress(int stage, int64_t step, const std::string& peer,
                                         int64_t samples, int64_t target,
                                         int64_t admitted) override;
-  bool join_round(int stage, int64_t round, int attempt, const planner::Member& m,
-                  double gather_seconds) override;
-  planner::GroupView round_group(int stage, int64_t round, int attempt) override;
+  bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
+                 double gather_seconds) override;
+  planner::GroupView step_group(int stage, int64_t step, int attempt) override;
 
   // Counts `count` occurrences of `kind` (e.g. "checkpoint_restores") in the registry's stats.
   void add_event(const std::string& kind, int64_t count);
   // GET /v1/stats: {"rebalanceMoves", "events": {kind: count}, "assignments": {peer: stage},
-  // "stageRounds": {stage: newest round}, "failure": {...} (absent while healthy)}.
+  // "stageSteps": {stage: newest step}, "failure": {...} (absent while healthy)}.
   nlohmann::json stats();
-  // Progress of 0 samples for (stage, round) with "dropped": this peer dropped `dropped` samples of
-  // its gradient of that round; the registry counts them in samples_lost (once).
-  void report_dropped(int stage, int64_t round, const std::string& peer, int64_t target, int64_t dropped);
+  // Progress of 0 samples for (stage, step) with "dropped": this peer dropped `dropped` samples of
+  // its gradient of that step; the registry counts them in samples_lost (once).
+  void report_dropped(int stage, int64_t step, const std::string& peer, int64_t target, int64_t dropped);
   // POST /v1/failure: the job cannot go on (reason "StageReset", ...); the registry keeps the first.
   void report_failure(const std::string& reason, int stage, int64_t step, const std::string& message);
 

@@ -20,7 +20,7 @@ using wire::BadField;
 using wire::json;
 
 constexpr int64_t kMaxStage = 1 << 20;
-constexpr int64_t kMaxRound = std::numeric_limits<int64_t>::max();
+constexpr int64_t kMaxI64 = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxAttempt = std::numeric_limits<int>::max();
 constexpr double kMaxGatherSeconds = 3600;
 
@@ -113,8 +113,8 @@ void RegistryService::count_event_locked(const std::string& kind, int64_t count)
 
 bool RegistryService::membership_known_locked(double t) const {
   if (t - started_at_ >= options_.peer_expiry_seconds) return true;
-  for (const auto& [stage, round] : stage_round_high_)
-    if (round > 0) return false;
+  for (const auto& [stage, step] : stage_step_high_)
+    if (step > 0) return false;
   return true;
 }
 
@@ -127,7 +127,7 @@ void RegistryService::expire_locked(double t) {
 
 void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   if (rec.role != "worker" || rec.stage < 0) return;
-  const int64_t lost = rounds_.abandon(rec.stage, rec.peer_id);
+  const int64_t lost = steps_.abandon(rec.stage, rec.peer_id);
   count_event_locked("peers_lost", 1);
   spdlog::info("registry: worker {} of stage {} lost (expired or withdrawn by its launcher)", rec.peer_id,
                rec.stage);
@@ -191,9 +191,9 @@ const std::vector<RegistryService::Route>& RegistryService::routes() {
       {"POST", "/v1/events", &RegistryService::post_event},
       {"POST", "/v1/failure", &RegistryService::post_failure},
       {"GET", "/v1/stats", &RegistryService::get_stats},
-      {"POST", "/v1/stages/{stage}/rounds/{round}/progress", &RegistryService::post_progress},
-      {"POST", "/v1/stages/{stage}/rounds/{round}/attempts/{attempt}/join", &RegistryService::post_join},
-      {"GET", "/v1/stages/{stage}/rounds/{round}/attempts/{attempt}/group", &RegistryService::get_group},
+      {"POST", "/v1/stages/{stage}/steps/{step}/progress", &RegistryService::post_progress},
+      {"POST", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/join", &RegistryService::post_join},
+      {"GET", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/group", &RegistryService::get_group},
   };
   return table;
 }
@@ -223,8 +223,8 @@ void RegistryService::bind(const std::vector<std::string>& pattern, const std::v
       req.peer_id = path_peer_id(seg[i]);
     } else if (name == "stage") {
       req.stage = static_cast<int>(wire::parse_path_int(seg[i], "stage", kMaxStage));
-    } else if (name == "round") {
-      req.round = wire::parse_path_int(seg[i], "round", kMaxRound);
+    } else if (name == "step") {
+      req.step = wire::parse_path_int(seg[i], "step", kMaxI64);
     } else if (name == "attempt") {
       req.attempt = static_cast<int>(wire::parse_path_int(seg[i], "attempt", kMaxAttempt));
     } else {
@@ -341,11 +341,11 @@ HttpReply RegistryService::put_peer(const Request& req) {
   expire_locked(t);
   const bool worker = rec.role == "worker";
   const int stage = rec.stage;
-  // A serving worker's round is a step its stage reached. After a restart this registry
-  // knows nothing of the job's rounds: the first heartbeats give them back (stageRounds).
+  // A serving worker's step is one its stage reached. After a restart this registry
+  // knows nothing of the job's steps: the first heartbeats give them back (stageSteps).
   if (worker && stage >= 0 && rec.state != planner::PeerState::Joining && rec.state != planner::PeerState::Failed) {
-    auto& high = stage_round_high_[stage];
-    high = std::max(high, rec.round);
+    auto& high = stage_step_high_[stage];
+    high = std::max(high, rec.step);
   }
   listing_.put(rec, t);
   peers_.upsert(std::move(rec), t);
@@ -376,7 +376,7 @@ HttpReply RegistryService::post_event(const Request& req) {
   if (!j.contains("kind") || !j.at("kind").is_string() || !valid_event_kind(j.at("kind").get<std::string>()))
     throw BadField("kind", "must be 1-64 characters of [a-z0-9_]",
                    j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
-  const int64_t count = wire::get_int(j, "count", 0, kMaxRound);
+  const int64_t count = wire::get_int(j, "count", 0, kMaxI64);
   swarm::MutexLock lock(mu_);
   count_event_locked(j.at("kind").get<std::string>(), count);
   return reply(200, json::object());
@@ -389,7 +389,7 @@ HttpReply RegistryService::post_failure(const Request& req) {
     throw BadField("reason", "must be a string of 1-64 characters",
                    j.contains("reason") ? wire::describe(j.at("reason")) : "nothing");
   const int64_t stage = wire::get_int(j, "stage", 0, kMaxStage);
-  const int64_t step = wire::get_int(j, "step", 0, kMaxRound);
+  const int64_t step = wire::get_int(j, "step", 0, kMaxI64);
   std::string message = j.contains("message") && j.at("message").is_string() ? j.at("message").get<std::string>() : "";
   if (message.size() > 1024) message = message.substr(0, 1024);
   swarm::MutexLock lock(mu_);
@@ -409,23 +409,23 @@ HttpReply RegistryService::post_failure(const Request& req) {
 
 HttpReply RegistryService::get_stats(const Request&) {
   swarm::MutexLock lock(mu_);
-  json stage_rounds = json::object();
+  json stage_steps = json::object();
   for (int st = 0; st < options_.num_stages; ++st)
-    stage_rounds[std::to_string(st)] = std::max<int64_t>(0, rounds_.newest_round(st));
-  for (const auto& [st, r] : stage_round_high_)
-    stage_rounds[std::to_string(st)] = std::max(r, stage_rounds.value(std::to_string(st), int64_t{0}));
+    stage_steps[std::to_string(st)] = std::max<int64_t>(0, steps_.newest_step(st));
+  for (const auto& [st, r] : stage_step_high_)
+    stage_steps[std::to_string(st)] = std::max(r, stage_steps.value(std::to_string(st), int64_t{0}));
   json out{{"rebalanceMoves", rebalance_moves_}, {"events", events_}, {"assignments", assignments_},
-           {"stageRounds", stage_rounds}};
+           {"stageSteps", stage_steps}};
   if (!failure_.is_null()) out["failure"] = failure_;
   return reply(200, out);
 }
 
-void RegistryService::count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped) {
-  // The peer dropped its gradient of this round (it fell behind). Counted once: not if the
+void RegistryService::count_dropped_locked(const std::string& peer, int stage, int64_t step, int64_t dropped) {
+  // The peer dropped its gradient of this step (it fell behind). Counted once: not if the
   // registry already counted it when the peer expired (a frozen peer coming back). It may have
   // computed more than it had reported when it froze: the rest counts now.
   auto it = counted_lost_.find(peer);
-  if (it != counted_lost_.end() && std::get<0>(it->second) == stage && std::get<1>(it->second) == round) {
+  if (it != counted_lost_.end() && std::get<0>(it->second) == stage && std::get<1>(it->second) == step) {
     count_event_locked("samples_lost", std::max<int64_t>(0, dropped - std::get<2>(it->second)));
     counted_lost_.erase(it);
   } else {
@@ -436,21 +436,21 @@ void RegistryService::count_dropped_locked(const std::string& peer, int stage, i
 HttpReply RegistryService::post_progress(const Request& req) {
   const json j = wire::parse_object(req.body);
   const std::string peer = wire::get_peer_id(j, "peerId");
-  const int64_t samples = wire::get_int(j, "samples", 0, kMaxRound);
-  const int64_t target = wire::get_int(j, "target", 1, kMaxRound);
-  const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxRound, samples);
-  const int64_t dropped = wire::get_int_or(j, "dropped", 0, kMaxRound, 0);
+  const int64_t samples = wire::get_int(j, "samples", 0, kMaxI64);
+  const int64_t target = wire::get_int(j, "target", 1, kMaxI64);
+  const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxI64, samples);
+  const int64_t dropped = wire::get_int_or(j, "dropped", 0, kMaxI64, 0);
   swarm::MutexLock lock(mu_);
   const double t = now();
-  if (dropped > 0) count_dropped_locked(peer, req.stage, req.round, dropped);
-  last_progress_[peer] = {req.stage, req.round};
-  auto& high = stage_round_high_[req.stage];
-  high = std::max(high, req.round);
+  if (dropped > 0) count_dropped_locked(peer, req.stage, req.step, dropped);
+  last_progress_[peer] = {req.stage, req.step};
+  auto& high = stage_step_high_[req.stage];
+  high = std::max(high, req.step);
   json out = wire::to_json(
-      rounds_.report_progress(req.stage, req.round, peer, samples, target, peers_, t, admitted));
-  // The stage's newest round: a peer whose round the book has finished without it learns how far
+      steps_.report_progress(req.stage, req.step, peer, samples, target, peers_, t, admitted));
+  // The stage's newest step: a peer whose step the book has finished without it learns how far
   // its stage got (stage_membership.cc, resync).
-  out["newestRound"] = rounds_.newest_round(req.stage);
+  out["newestStep"] = steps_.newest_step(req.stage);
   return reply(200, out);
 }
 
@@ -460,12 +460,12 @@ HttpReply RegistryService::post_join(const Request& req) {
   const double gather = wire::get_number(j, "gatherSeconds", 0, kMaxGatherSeconds);
   swarm::MutexLock lock(mu_);
   const double t = now();
-  // A join is a report of the round too: a registry restarted a moment ago may hear of the job's
-  // rounds first through one (membership_known_locked).
-  auto& high = stage_round_high_[req.stage];
-  high = std::max(high, req.round);
-  if (rounds_.join(req.stage, req.round, req.attempt, m, gather, t) == planner::JoinResult::Closed) {
-    return reply(409, json{{"error", "round closed"}, {"newestRound", rounds_.newest_round(req.stage)}});
+  // A join is a report of the step too: a registry restarted a moment ago may hear of the job's
+  // steps first through one (membership_known_locked).
+  auto& high = stage_step_high_[req.stage];
+  high = std::max(high, req.step);
+  if (steps_.join(req.stage, req.step, req.attempt, m, gather, t) == planner::JoinResult::Closed) {
+    return reply(409, json{{"error", "step closed"}, {"newestStep", steps_.newest_step(req.stage)}});
   }
   return reply(200, json{{"joined", true}});
 }
@@ -473,8 +473,8 @@ HttpReply RegistryService::post_join(const Request& req) {
 HttpReply RegistryService::get_group(const Request& req) {
   swarm::MutexLock lock(mu_);
   const double t = now();
-  return reply(200, wire::to_json(rounds_.group(req.stage, req.round, req.attempt, peers_, t,
-                                                membership_known_locked(t))));
+  return reply(200, wire::to_json(steps_.group(req.stage, req.step, req.attempt, peers_, t,
+                                               membership_known_locked(t))));
 }
 
 }  // namespace swarm::registry

@@ -1,26 +1,26 @@
 // RegistryService: the registry's REST semantics without a transport. RegistryServer feeds it
 // every HTTP request; tests may call handle() directly. Thread-safe: one mutex (mu_) guards all
-// of the registry's state (the PeerTable, the RoundBook, the counters, the metrics); handle() may
+// of the registry's state (the PeerTable, the StepBook, the counters, the metrics); handle() may
 // be called from any number of threads.
 //
 //   PUT    /v1/peers/{peerId}                      body PeerRecord   -> {"expiresInSeconds": x,
 //                                                                       "assignedStage": s (when moved)}
 //   DELETE /v1/peers/{peerId}[?settled=true]                         -> {"removed": bool}
-//          without settled=true the peer is taken for dead: the samples it reported for a round
-//          that it did not average (RoundBook::abandon) count as events "samples_lost", and it
+//          without settled=true the peer is taken for dead: the samples it reported for a step
+//          that it did not average (StepBook::abandon) count as events "samples_lost", and it
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
 //          (each record's text is kept between its heartbeats: peer_listing.h)
-//   POST   /v1/stages/{s}/rounds/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
+//   POST   /v1/stages/{s}/steps/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
 //                                                  "dropped": the peer dropped that many samples of its
-//                                                  gradient of round r (it fell behind): counted in
+//                                                  gradient of step r (it fell behind): counted in
 //                                                  "samples_lost" unless already counted when it expired
 //                                                  -> ProgressView (admitted >= samples; default samples)
-//                                                     + "newestRound": the stage's newest round in the book
-//   POST   /v1/stages/{s}/rounds/{r}/attempts/{a}/join   Member + "gatherSeconds"
-//                                                  -> 200 {"joined": true} | 409 {"error": "round closed",
-//                                                     "newestRound": the stage's newest round}
-//   GET    /v1/stages/{s}/rounds/{r}/attempts/{a}/group              -> GroupView
+//                                                     + "newestStep": the stage's newest step in the book
+//   POST   /v1/stages/{s}/steps/{r}/attempts/{a}/join   Member + "gatherSeconds"
+//                                                  -> 200 {"joined": true} | 409 {"error": "step closed",
+//                                                     "newestStep": the stage's newest step}
+//   GET    /v1/stages/{s}/steps/{r}/attempts/{a}/group              -> GroupView
 //   POST   /v1/events                              {"kind","count"}  -> {} (counts what peers report:
 //                                                  checkpoint restores, lost samples, hand-offs...)
 //   POST   /v1/failure                             {"reason","stage","step","message"} -> {"failure": the
@@ -29,8 +29,8 @@
 //                                                  a live peer nor a checkpoint after the job trained);
 //                                                  the first report stands
 //   GET    /v1/stats                                                 -> {"rebalanceMoves", "events",
-//                                                                        "assignments", "stageRounds":
-//                                                                        {stage: newest round seen},
+//                                                                        "assignments", "stageSteps":
+//                                                                        {stage: newest step seen},
 //                                                                        "failure": {"reason", "stage",
 //                                                                        "step", "message"} (absent while
 //                                                                        healthy)}
@@ -65,7 +65,7 @@
 #include "common/thread_annotations.h"
 #include "planner/peer_table.h"
 #include "planner/rebalance.h"
-#include "planner/round_book.h"
+#include "planner/step_book.h"
 #include "registry/peer_listing.h"
 
 namespace swarm::registry {
@@ -108,7 +108,7 @@ class RegistryService {
     const std::string& body;
     std::string peer_id;  // {peerId}
     int stage = -1;       // {stage}
-    int64_t round = 0;    // {round}
+    int64_t step = 0;     // {step}
     int attempt = 0;      // {attempt}
   };
   using Handler = HttpReply (RegistryService::*)(const Request&);
@@ -141,9 +141,9 @@ class RegistryService {
 
   // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics.
   void count_event_locked(const std::string& kind, int64_t count) REQUIRES(mu_);
-  // Counts `dropped` samples of `peer`'s gradient of (stage, round) as "samples_lost", less what
+  // Counts `dropped` samples of `peer`'s gradient of (stage, step) as "samples_lost", less what
   // was counted already when it expired.
-  void count_dropped_locked(const std::string& peer, int stage, int64_t round, int64_t dropped) REQUIRES(mu_);
+  void count_dropped_locked(const std::string& peer, int stage, int64_t step, int64_t dropped) REQUIRES(mu_);
   double now() const;
   void maybe_rebalance(double t) REQUIRES(mu_);
   // Drops expired peers, counting what dead workers held (lose_locked).
@@ -163,17 +163,17 @@ class RegistryService {
   planner::PeerTable peers_ GUARDED_BY(mu_);
   PeerListing listing_ GUARDED_BY(mu_);  // the text of every record in peers_ (peer_listing.h): changed with it
   std::unique_ptr<RegistryMetrics> metrics_ PT_GUARDED_BY(mu_);  // the object is fixed; its contents guarded by mu_
-  planner::RoundBook rounds_ GUARDED_BY(mu_);
+  planner::StepBook steps_ GUARDED_BY(mu_);
   std::unique_ptr<planner::Rebalancer> rebalancer_ PT_GUARDED_BY(mu_);
   std::map<std::string, int> assignments_ GUARDED_BY(mu_);  // worker -> stage it was told to move to
   int64_t rebalance_moves_ GUARDED_BY(mu_) = 0;
   double started_at_ GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> events_ GUARDED_BY(mu_);
-  std::map<int, int64_t> stage_round_high_ GUARDED_BY(mu_);  // newest round any peer reported progress in, per stage
+  std::map<int, int64_t> stage_step_high_ GUARDED_BY(mu_);   // newest step any peer reported progress in, per stage
   nlohmann::json failure_ GUARDED_BY(mu_);                   // null while healthy; the first failure reported
   int64_t stage_resets_ GUARDED_BY(mu_) = 0;
-  std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, round) it last reported
-  // peer -> (stage, round, samples) counted lost when it expired
+  std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, step) it last reported
+  // peer -> (stage, step, samples) counted lost when it expired
   std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_ GUARDED_BY(mu_);
 };
 

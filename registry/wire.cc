@@ -146,7 +146,7 @@ json to_json(const planner::PeerRecord& r) {
               {"port", r.port},
               {"metricsPort", r.metrics_port},
               {"state", planner::to_string(r.state)},
-              {"round", r.round},
+              {"step", r.step},
               {"queueLength", r.queue_length},
               {"samplesPerSecond", r.samples_per_second},
               {"loss", r.loss},
@@ -189,7 +189,7 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
   } else {
     throw BadField("state", "must be one of " + planner::peer_state_names(), describe(j.at("state")));
   }
-  r.round = get_int_or(j, "round", 0, kI64Max, 0);
+  r.step = get_int_or(j, "step", 0, kI64Max, 0);
   r.queue_length = get_int_or(j, "queueLength", 0, kI64Max, 0);
   r.samples_per_second = get_number_or(j, "samplesPerSecond", 0, 1e18, 0);
   r.loss = get_number_or(j, "loss", 0, 1e18, 0);
@@ -215,7 +215,7 @@ planner::Member member_from_json(const json& j, const std::string& prefix) {
 }
 
 json to_json(const planner::ProgressView& v) {
-  return json{{"round", v.round},
+  return json{{"step", v.step},
               {"samplesTotal", v.samples_total},
               {"target", v.target},
               {"targetReached", v.target_reached}};
@@ -223,7 +223,7 @@ json to_json(const planner::ProgressView& v) {
 
 planner::ProgressView progress_from_json(const json& j) {
   planner::ProgressView v;
-  v.round = get_int(j, "round", 0, kI64Max);
+  v.step = get_int(j, "step", 0, kI64Max);
   v.samples_total = get_int(j, "samplesTotal", 0, kI64Max);
   v.target = get_int(j, "target", std::numeric_limits<int64_t>::min(), kI64Max);
   const json* r = find(j, "targetReached");

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/peer_table.h"
-#include "planner/round_book.h"
+#include "planner/step_book.h"
 
 namespace swarm::registry::wire {
 
@@ -33,10 +33,10 @@ json parse_object(const std::string& text);
 
 // Peer ids: 1..128 characters of [A-Za-z0-9._-]. Used for paths and bodies alike.
 bool valid_peer_id(const std::string& id);
-// A path segment that must be a non-negative integer (stage, round, attempt); `field` names it.
+// A path segment that must be a non-negative integer (stage, step, attempt); `field` names it.
 int64_t parse_path_int(const std::string& segment, const std::string& field, int64_t max);
 
-// PeerRecord: {"peerId","role","stage","host","port","metricsPort","state","round",
+// PeerRecord: {"peerId","role","stage","host","port","metricsPort","state","step",
 // "queueLength","samplesPerSecond","lastSeen"}. lastSeen is Unix time (seconds) on the wire.
 // Required: role, host; a worker also needs stage >= 0 and port in 1..65535. peerId may be left
 // out when `path_peer_id` is given (it must match if present). lastSeen is read only if present.
@@ -47,7 +47,7 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
 json to_json(const planner::Member& m);
 planner::Member member_from_json(const json& j, const std::string& prefix = "");
 
-// ProgressView: {"round","samplesTotal","target","targetReached"}.
+// ProgressView: {"step","samplesTotal","target","targetReached"}.
 json to_json(const planner::ProgressView& v);
 planner::ProgressView progress_from_json(const json& j);
 

@@ -1,7 +1,7 @@
 // registry_bench: a registry (`swarm registry`, started by bench/registry/registry_load.sh on one
 // core) under the load of many simulated peers. Each peer, once a second: a heartbeat
-// (PUT /v1/peers/{id}, a worker record) and a progress report for its stage's current round
-// (POST /v1/stages/{s}/rounds/{r}/progress; the round advances every `round_seconds`); with
+// (PUT /v1/peers/{id}, a worker record) and a progress report for its stage's current step
+// (POST /v1/stages/{s}/steps/{r}/progress; the step advances every `step_seconds`); with
 // --peer-lists also the list of its stage's peers (GET /v1/peers?role=worker&stage=s, what a
 // worker's heartbeat reads to find out whether it fell behind).
 //
@@ -12,7 +12,7 @@
 // one core) over the measured window. Asserts nothing.
 //
 //   registry_bench --port P --registry-pid PID [--peers 1000] [--seconds 30] [--connections 32]
-//                  [--stages 4] [--round-seconds 2] [--peer-lists]
+//                  [--stages 4] [--step-seconds 2] [--peer-lists]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -43,7 +43,7 @@ struct Options {
   double seconds = 30;
   int connections = 32;
   int stages = 4;
-  double round_seconds = 2;
+  double step_seconds = 2;
   bool peer_lists = false;
 };
 
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds") o.seconds = std::stod(next());
     else if (a == "--connections") o.connections = std::stoi(next());
     else if (a == "--stages") o.stages = std::stoi(next());
-    else if (a == "--round-seconds") o.round_seconds = std::stod(next());
+    else if (a == "--step-seconds") o.step_seconds = std::stod(next());
     else if (a == "--peer-lists") o.peer_lists = true;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
       const std::string id = "sim-" + std::to_string(p);
       const std::string body = "{\"role\":\"worker\",\"stage\":" + std::to_string(p % o.stages) +
                                ",\"host\":\"10.0.0.1\",\"port\":7000,\"metricsPort\":9000,\"state\":\"serving\","
-                               "\"round\":0,\"queueLength\":0,\"samplesPerSecond\":10}";
+                               "\"step\":0,\"queueLength\":0,\"samplesPerSecond\":10}";
       c.request("PUT", "/v1/peers/" + id, body);
     }
   }
@@ -216,11 +216,11 @@ int main(int argc, char** argv) {
           const auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(second + offset));
           std::this_thread::sleep_until(due);
           const int stage = p % o.stages;
-          const int64_t round = static_cast<int64_t>((second + offset) / o.round_seconds);
+          const int64_t step = static_cast<int64_t>((second + offset) / o.step_seconds);
           const std::string id = "sim-" + std::to_string(p);
           const std::string hb = "{\"role\":\"worker\",\"stage\":" + std::to_string(stage) +
                                  ",\"host\":\"10.0.0.1\",\"port\":7000,\"metricsPort\":9000,\"state\":\"serving\","
-                                 "\"round\":" + std::to_string(round) +
+                                 "\"step\":" + std::to_string(step) +
                                  ",\"queueLength\":1,\"samplesPerSecond\":10}";
           const std::string progress = "{\"peerId\":\"" + id + "\",\"samples\":" + std::to_string(second % 8) +
                                        ",\"target\":100000,\"admitted\":" + std::to_string(second % 8) + "}";
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
             ++done;
           };
           one("PUT", "/v1/peers/" + id, hb);
-          one("POST", "/v1/stages/" + std::to_string(stage) + "/rounds/" + std::to_string(round) + "/progress",
+          one("POST", "/v1/stages/" + std::to_string(stage) + "/steps/" + std::to_string(step) + "/progress",
               progress);
           if (o.peer_lists) one("GET", "/v1/peers?role=worker&stage=" + std::to_string(stage), "");
         }

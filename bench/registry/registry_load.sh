@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The registry under load: 1,000 simulated peers, each heartbeating once a second and reporting its
-# round's progress once a second (bench/registry/registry_bench.cc), against `swarm registry` pinned
+# step's progress once a second (bench/registry/registry_bench.cc), against `swarm registry` pinned
 # to one core (the load generator runs on another). Prints p50/p90/p99/max latency (from each
 # request's due time: queueing included) and the registry's CPU. Goal: p99 <= 50 ms. Then the same
 # with each heartbeat also reading its stage's peer list (what a worker's heartbeat does).

@@ -89,7 +89,7 @@ JobProgress merge_progress(const JobProgress& previous, const std::vector<planne
     if (w.state == planner::PeerState::Failed) continue;
     auto& st = p.stages[w.stage];
     ++st.live_workers;
-    st.step = std::max(st.step, w.round);
+    st.step = std::max(st.step, w.step);
     if (w.state != planner::PeerState::Joining) {
       st.samples_per_second += w.samples_per_second;
       st.queue_length += w.queue_length;

@@ -3,14 +3,14 @@
 // (progress_poller.h) does the HTTP and hands the replies here.
 //
 // Where the figures come from (the registry's REST API, registry/registry_service.h):
-//   GET /v1/peers?role=worker  every live worker's last heartbeat: stage, state, round (= optimizer
+//   GET /v1/peers?role=worker  every live worker's last heartbeat: stage, state, step (= optimizer
 //                              steps its stage has taken), samplesPerSecond (capacity: samples per
 //                              compute-second), queueLength
 //   GET /v1/stats              {"rebalanceMoves", "events": {kind: count}, "assignments", and, only
 //                              when the job has failed, "failure": {"reason": "StageReset",
 //                              "stage": S, "step": N, "message": "..."}}
 // and how they are read:
-//   stage step        the largest round among the stage's live workers (a peer that is behind
+//   stage step        the largest step among the stage's live workers (a peer that is behind
 //                     re-syncs; the stage has taken as many steps as its most advanced peer)
 //   job step          the smallest stage step: the swarm has taken a step when every stage has
 //                     (a trainer stops on the same rule)

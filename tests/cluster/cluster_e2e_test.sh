@@ -195,8 +195,8 @@ UNAVERAGED1=$(event unaveraged_steps); HANDOFFS1=$(event handoffs)
 RLOST1=$(event samples_lost); RPEERS1=$(event peers_lost)
 log "after the reclaim: step $(status step), hand-offs $HANDOFFS0 -> $HANDOFFS1, unaveraged steps $UNAVERAGED1, samples_lost $RLOST0 -> $RLOST1, peers_lost $RPEERS0 -> $RPEERS1"
 # Reclaimed workers leave gracefully: each gives the gradient it holds to its stage on the way out
-# (joins the open round or hands it off), so nothing is lost and no peer is counted as lost. Whether
-# a worker holds any when its notice comes is timing (one that drains between rounds has nothing to
+# (joins the open step or hands it off), so nothing is lost and no peer is counted as lost. Whether
+# a worker holds any when its notice comes is timing (one that drains between steps has nothing to
 # give), so the hand-off count is reported above, not asserted; samples_lost is the invariant.
 [ "$RLOST1" = "$RLOST0" ] || fail "samples lost across a graceful reclaim: $RLOST0 -> $RLOST1"
 [ "$RPEERS1" = "$RPEERS0" ] || fail "peers counted lost across a graceful reclaim: $RPEERS0 -> $RPEERS1"

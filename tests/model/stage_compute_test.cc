@@ -170,7 +170,7 @@ TEST(StageCompute, OverflowSkipsTheStepOnEveryPeerOfTheStage) {
   const uint64_t before = param_fingerprint(*peers[0].model);
   ASSERT_EQ(before, param_fingerprint(*peers[1].model));
 
-  auto round = [&](bool expect_skip) {
+  auto step = [&](bool expect_skip) {
     std::vector<torch::Tensor> flats;
     for (auto& p : peers) {
       auto in = x.clone().requires_grad_(true);
@@ -180,7 +180,7 @@ TEST(StageCompute, OverflowSkipsTheStepOnEveryPeerOfTheStage) {
     }
     EXPECT_EQ(expect_skip, !torch::isfinite(flats[0]).all().item<bool>());
     EXPECT_TRUE(torch::isfinite(flats[1]).all().item<bool>());
-    auto sum = flats[0] + flats[1];  // what the round's leader answers every member
+    auto sum = flats[0] + flats[1];  // what the step's leader answers every member
     for (auto& p : peers) {
       std::vector<torch::Tensor> live;
       for (auto& prm : p.model->parameters()) live.push_back(prm.mutable_grad());
@@ -190,7 +190,7 @@ TEST(StageCompute, OverflowSkipsTheStepOnEveryPeerOfTheStage) {
       p.compute->after_step(p.optimizer->skipped_steps() > skipped);
     }
   };
-  round(/*expect_skip=*/true);
+  step(/*expect_skip=*/true);
   for (auto& p : peers) {
     EXPECT_EQ(p.optimizer->skipped_steps(), 1);
     EXPECT_EQ(p.optimizer->step_count(), 1);
@@ -201,7 +201,7 @@ TEST(StageCompute, OverflowSkipsTheStepOnEveryPeerOfTheStage) {
   EXPECT_EQ(peers[1].compute->scaler().scale(), 32768.0);
   // The backed-off scale of peer 0 still overflows here; shrink it as repeated skips would.
   peers[0].compute->scaler().set_scale(1024.0);
-  round(/*expect_skip=*/false);
+  step(/*expect_skip=*/false);
   EXPECT_NE(param_fingerprint(*peers[0].model), before);
   EXPECT_EQ(param_fingerprint(*peers[0].model), param_fingerprint(*peers[1].model));
   for (auto& p : peers) EXPECT_EQ(p.compute->scaler().good_steps(), 1);

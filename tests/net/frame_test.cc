@@ -169,16 +169,16 @@ TEST(Message, ErrorFrameCarriesItsCode) {
     EXPECT_EQ(net::error_text(back), "it \"broke\"\n");
     EXPECT_EQ(net::find_error_code(net::to_string(code)), code);
   }
-  EXPECT_EQ(net::error_code_names(), "error, bad_frame, unauthenticated, busy, activation_missing, round_closed");
+  EXPECT_EQ(net::error_code_names(), "error, bad_frame, unauthenticated, busy, activation_missing, step_closed");
   EXPECT_EQ(net::make_error(1, "x", net::ErrorCode::ActivationMissing).meta,
             R"({"error":"x","code":"activation_missing"})");
 }
 
 TEST(Message, ErrorReplyKeepsACodedErrorsCode) {
-  net::Message coded = net::error_reply(3, net::CodedError(net::ErrorCode::RoundClosed, "round_closed"));
+  net::Message coded = net::error_reply(3, net::CodedError(net::ErrorCode::StepClosed, "step_closed"));
   EXPECT_EQ(coded.request_id, 3u);
-  EXPECT_EQ(net::decode_error(coded).code, net::ErrorCode::RoundClosed);
-  EXPECT_EQ(net::decode_error(coded).text, "round_closed");
+  EXPECT_EQ(net::decode_error(coded).code, net::ErrorCode::StepClosed);
+  EXPECT_EQ(net::decode_error(coded).text, "step_closed");
   net::Message plain = net::error_reply(4, std::runtime_error("no such microbatch"));
   EXPECT_EQ(net::decode_error(plain).code, net::ErrorCode::Generic);
   EXPECT_EQ(net::decode_error(plain).text, "no such microbatch");
@@ -213,7 +213,7 @@ TEST(Message, MalformedErrorMetaIsAClearWireError) {
   };
   EXPECT_EQ(error_of(R"({"error":"x","code":"teapot"})"),
             "error.meta.code: \"teapot\" is not one of error, bad_frame, unauthenticated, busy, activation_missing, "
-            "round_closed (the error said: \"x\")");
+            "step_closed (the error said: \"x\")");
   EXPECT_EQ(error_of(R"({"error":"x","code":7})"), "error.meta.code: must be a string, got \"7}\"");
   EXPECT_EQ(error_of(R"({"code":"busy"})"), "error.meta.error: is required, got \"{\\\"code\\\":\\\"busy\\\"}\"");
   EXPECT_EQ(error_of(""), "error.meta: must be a JSON object, got \"\"");

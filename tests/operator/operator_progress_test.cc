@@ -29,9 +29,9 @@ std::string condition_field(const json& job, const std::string& type, const std:
   return "";
 }
 
-planner::PeerRecord worker(const std::string& id, int stage, std::int64_t round, double sps, int port) {
+planner::PeerRecord worker(const std::string& id, int stage, std::int64_t step, double sps, int port) {
   planner::PeerRecord r = testing::worker_record(id, stage, port);
-  r.round = round;
+  r.step = step;
   r.samples_per_second = sps;
   r.queue_length = stage;
   return r;

@@ -8,13 +8,13 @@ namespace {
 
 using nlohmann::json;
 
-planner::PeerRecord worker(const std::string& id, int stage, std::int64_t round, double sps,
+planner::PeerRecord worker(const std::string& id, int stage, std::int64_t step, double sps,
                            const std::string& state = "serving", std::int64_t queue = 0) {
   planner::PeerRecord r;
   r.peer_id = id;
   r.role = "worker";
   r.stage = stage;
-  r.round = round;
+  r.step = step;
   r.samples_per_second = sps;
   r.state = planner::parse_peer_state(state);
   r.queue_length = queue;
@@ -41,7 +41,7 @@ TEST(ProgressTest, JoiningWorkersAddNoCapacityAndStrangersAreIgnored) {
   planner::PeerRecord trainer;
   trainer.peer_id = "t";
   trainer.role = "trainer";
-  trainer.round = 99;
+  trainer.step = 99;
   const std::vector<planner::PeerRecord> w = {worker("a", 0, 3, 100), worker("j", 0, 0, 40, "joining"),
                                               worker("b", 1, 3, 90), worker("x", 5, 50, 1000), trainer};
   JobProgress p = merge_progress({}, w, {}, 2, 64, 1.0, 60);

@@ -24,7 +24,7 @@ planner::PeerRecord record(const std::string& id, const std::string& role, int s
   r.port = 7000 + stage;
   r.metrics_port = 9100;
   r.state = planner::parse_peer_state(state);
-  r.round = 41;
+  r.step = 41;
   r.queue_length = 3;
   r.samples_per_second = 12.625;
   r.loss = 0.1;

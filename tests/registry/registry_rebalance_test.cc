@@ -137,12 +137,12 @@ TEST_F(RebalancingRegistry, EventsAreCountedAndBadEventsRefused) {
 }
 
 // A worker that dies holds a gradient nobody averaged: when it is withdrawn by someone else
-// (no settled=true) or its record expires, what it reported for the open round counts as lost.
+// (no settled=true) or its record expires, what it reported for the open step counts as lost.
 TEST_F(RebalancingRegistry, DeadWorkersUnaveragedSamplesCountAsLost) {
-  auto progress = [&](const std::string& id, int stage, int64_t round, int64_t samples) {
+  auto progress = [&](const std::string& id, int stage, int64_t step, int64_t samples) {
     json body{{"peerId", id}, {"samples", samples}, {"target", 64}};
-    HttpReply r = svc_.handle("POST", "/v1/stages/" + std::to_string(stage) + "/rounds/" +
-                                          std::to_string(round) + "/progress", "", body.dump());
+    HttpReply r = svc_.handle("POST", "/v1/stages/" + std::to_string(stage) + "/steps/" +
+                                          std::to_string(step) + "/progress", "", body.dump());
     ASSERT_EQ(r.status, 200) << r.body;
   };
   auto events = [&] { return json::parse(svc_.handle("GET", "/v1/stats", "", "").body)["events"]; };
@@ -174,11 +174,11 @@ TEST_F(RebalancingRegistry, DeadWorkersUnaveragedSamplesCountAsLost) {
   EXPECT_EQ(svc_.handle("DELETE", "/v1/peers/a", "", "").status, 200);
   EXPECT_EQ(events()["samples_lost"], 16);
   // Progress with admitted work; admitted below samples is refused, naming the field.
-  HttpReply ok = svc_.handle("POST", "/v1/stages/0/rounds/8/progress", "",
+  HttpReply ok = svc_.handle("POST", "/v1/stages/0/steps/8/progress", "",
                              R"({"peerId":"c","samples":4,"target":64,"admitted":20})");
   ASSERT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(json::parse(ok.body)["samplesTotal"], 20);
-  HttpReply low = svc_.handle("POST", "/v1/stages/0/rounds/8/progress", "",
+  HttpReply low = svc_.handle("POST", "/v1/stages/0/steps/8/progress", "",
                               R"({"peerId":"c","samples":4,"target":64,"admitted":2})");
   EXPECT_EQ(low.status, 400);
   EXPECT_NE(low.body.find("admitted"), std::string::npos) << low.body;

@@ -101,7 +101,7 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   EXPECT_TRUE(client_->healthy());
   planner::PeerRecord w = worker_record("w-b", 1, 7001);
   w.metrics_port = 9100;
-  w.round = 3;
+  w.step = 3;
   w.queue_length = 4;
   w.samples_per_second = 12.5;
   client_->announce(w);
@@ -126,7 +126,7 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
   EXPECT_EQ(b.port, 7001);
   EXPECT_EQ(b.metrics_port, 9100);
   EXPECT_EQ(b.state, planner::PeerState::Serving);
-  EXPECT_EQ(b.round, 3);
+  EXPECT_EQ(b.step, 3);
   EXPECT_EQ(b.queue_length, 4);
   EXPECT_DOUBLE_EQ(b.samples_per_second, 12.5);
   EXPECT_NEAR(b.last_seen, static_cast<double>(std::time(nullptr)), 5.0);  // Unix time
@@ -164,7 +164,7 @@ TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   client_->announce(worker_record("a", 0));
   client_->announce(worker_record("b", 0));
   planner::ProgressView v = client_->report_progress(0, 5, "a", 40, 100, 40);
-  EXPECT_EQ(v.round, 5);
+  EXPECT_EQ(v.step, 5);
   EXPECT_EQ(v.samples_total, 40);
   EXPECT_EQ(v.target, 100);
   EXPECT_FALSE(v.target_reached);
@@ -177,13 +177,13 @@ TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   EXPECT_TRUE(v.target_reached);  // latched
 }
 
-TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
+TEST_F(RegistryServerTest, ThreePeerStepWithConcurrentJoins) {
   start();
   const std::vector<std::string> ids = {"peer-c", "peer-a", "peer-b"};
   for (size_t i = 0; i < ids.size(); ++i) {
     client_->announce(worker_record(ids[i], 2, 7100 + static_cast<int>(i)));
   }
-  // Round 0: a registry that just started and hears of a round past 0 takes it for a restart and
+  // Step 0: a registry that just started and hears of a step past 0 takes it for a restart and
   // completes no group within its first expiry period (ARestartedRegistryWaitsForThePeersHeartbeats...).
   std::vector<planner::GroupView> seen(ids.size());
   std::vector<char> joined(ids.size(), 0);  // not vector<bool>: written concurrently
@@ -194,10 +194,10 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
       try {
         RegistryClient c(server_->url(), 5000ms);  // each peer has its own client
         planner::Member m{ids[i], "127.0.0.1", 7100 + static_cast<int>(i), 10 * (int64_t(i) + 1)};
-        joined[i] = c.join_round(2, 0, 0, m, 10.0);
+        joined[i] = c.join_step(2, 0, 0, m, 10.0);
         auto deadline = std::chrono::steady_clock::now() + 5s;
         do {
-          seen[i] = c.round_group(2, 0, 0);
+          seen[i] = c.step_group(2, 0, 0);
           if (seen[i].state == planner::GroupView::Ready) break;
           std::this_thread::sleep_for(10ms);
         } while (std::chrono::steady_clock::now() < deadline);
@@ -223,20 +223,20 @@ TEST_F(RegistryServerTest, ThreePeerRoundWithConcurrentJoins) {
   // A latecomer is turned away from the closed group and gets its own next attempt.
   client_->announce(worker_record("peer-d", 2));
   planner::Member d{"peer-d", "127.0.0.1", 7200, 0};
-  EXPECT_FALSE(client_->join_round(2, 0, 0, d, 10.0));
-  EXPECT_TRUE(client_->join_round(2, 0, 1, d, 10.0));
-  EXPECT_EQ(client_->round_group(2, 0, 1).state, planner::GroupView::Gathering);
-  EXPECT_EQ(client_->round_group(2, 0, 7).state, planner::GroupView::Unknown);
+  EXPECT_FALSE(client_->join_step(2, 0, 0, d, 10.0));
+  EXPECT_TRUE(client_->join_step(2, 0, 1, d, 10.0));
+  EXPECT_EQ(client_->step_group(2, 0, 1).state, planner::GroupView::Gathering);
+  EXPECT_EQ(client_->step_group(2, 0, 7).state, planner::GroupView::Unknown);
 }
 
 TEST_F(RegistryServerTest, BadRequestsGet400WithTheFieldNamed) {
   start();
   const int port = server_->port();
-  RawReply r = raw(port, "POST", "/v1/stages/0/rounds/1/progress", "{oops");
+  RawReply r = raw(port, "POST", "/v1/stages/0/steps/1/progress", "{oops");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r), "body: malformed JSON, got \"{oops\"");
 
-  r = raw(port, "POST", "/v1/stages/0/rounds/1/progress", R"({"peerId":"a","target":3})");
+  r = raw(port, "POST", "/v1/stages/0/steps/1/progress", R"({"peerId":"a","target":3})");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r), "samples: is required, got nothing");
 
@@ -244,7 +244,7 @@ TEST_F(RegistryServerTest, BadRequestsGet400WithTheFieldNamed) {
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r), "port: must be an integer in [0, 65535], got \"80\"");
 
-  r = raw(port, "GET", "/v1/stages/first/rounds/1/attempts/0/group");
+  r = raw(port, "GET", "/v1/stages/first/steps/1/attempts/0/group");
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r), "stage: must be an integer in [0, 1048576], got \"first\"");
 
@@ -271,7 +271,7 @@ TEST_F(RegistryServerTest, BadRequestsGet400WithTheFieldNamed) {
   } catch (const RegistryError& e) {
     EXPECT_EQ(e.status(), 400);
     std::string what = e.what();
-    EXPECT_NE(what.find("POST " + server_->url() + "/v1/stages/0/rounds/1/progress"),
+    EXPECT_NE(what.find("POST " + server_->url() + "/v1/stages/0/steps/1/progress"),
               std::string::npos)
         << what;
     EXPECT_NE(what.find("returned 400: target: must be"), std::string::npos) << what;

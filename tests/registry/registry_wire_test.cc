@@ -43,7 +43,7 @@ class ServiceTest : public ::testing::Test {
 TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
   json put = call("PUT", "/v1/peers/w-1",
                   R"({"role":"worker","stage":1,"host":"h","port":9,"metricsPort":10,
-                      "state":"serving","round":4,"queueLength":2,"samplesPerSecond":1.5})");
+                      "state":"serving","step":4,"queueLength":2,"samplesPerSecond":1.5})");
   EXPECT_DOUBLE_EQ(put["expiresInSeconds"].get<double>(), 2.0);
   call("PUT", "/v1/peers/t-1", R"({"peerId":"t-1","role":"trainer","host":"h2"})");
 
@@ -54,7 +54,7 @@ TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
   EXPECT_EQ(w["stage"], 1);
   EXPECT_EQ(w["metricsPort"], 10);
   EXPECT_EQ(w["state"], "serving");
-  EXPECT_EQ(w["round"], 4);
+  EXPECT_EQ(w["step"], 4);
   EXPECT_EQ(w["queueLength"], 2);
   EXPECT_DOUBLE_EQ(w["samplesPerSecond"].get<double>(), 1.5);
   json t = all["peers"][0];
@@ -78,19 +78,19 @@ TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
 }
 
 TEST_F(ServiceTest, ProgressAndMatchmaking) {
-  // Rounds past 0 from a registry that just started mean it restarted mid-run: its first expiry
+  // Steps past 0 from a registry that just started mean it restarted mid-run: its first expiry
   // period waits for heartbeats (ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete).
-  // Serving peers: a joining one holds no gradient and is not waited for (RoundBookGroup tests).
+  // Serving peers: a joining one holds no gradient and is not waited for (StepBookGroup tests).
   now_ += 3;
   announce("a", 0, "worker", "serving");
   announce("b", 0, "worker", "serving");
-  json v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"a","samples":5,"target":8})");
-  EXPECT_EQ(v, json::parse(R"({"round":3,"samplesTotal":5,"target":8,"targetReached":false,"newestRound":3})"));
-  v = call("POST", "/v1/stages/0/rounds/3/progress", R"({"peerId":"b","samples":3,"target":8})");
+  json v = call("POST", "/v1/stages/0/steps/3/progress", R"({"peerId":"a","samples":5,"target":8})");
+  EXPECT_EQ(v, json::parse(R"({"step":3,"samplesTotal":5,"target":8,"targetReached":false,"newestStep":3})"));
+  v = call("POST", "/v1/stages/0/steps/3/progress", R"({"peerId":"b","samples":3,"target":8})");
   EXPECT_EQ(v["targetReached"], true);
 
-  const std::string join = "/v1/stages/0/rounds/3/attempts/0/join";
-  const std::string group = "/v1/stages/0/rounds/3/attempts/0/group";
+  const std::string join = "/v1/stages/0/steps/3/attempts/0/join";
+  const std::string group = "/v1/stages/0/steps/3/attempts/0/group";
   EXPECT_EQ(call("GET", group)["state"], "unknown");
   call("POST", join, R"({"peerId":"b","host":"hb","port":2,"samples":3,"gatherSeconds":30})");
   EXPECT_EQ(call("GET", group)["state"], "gathering");
@@ -102,7 +102,7 @@ TEST_F(ServiceTest, ProgressAndMatchmaking) {
                                           {"peerId":"b","host":"hb","port":2,"samples":3}])"));
   announce("c", 0);
   EXPECT_EQ(error("POST", join, R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":30})", 409),
-            "round closed");
+            "step closed");
 }
 
 // Issue 11: a worker that finds its stage without state after the job trained reports the job's
@@ -128,49 +128,49 @@ TEST_F(ServiceTest, AStageResetFailsTheJobInStatsAndMetrics) {
   EXPECT_EQ(error("POST", "/v1/failure", R"({"reason":"StageReset","stage":-1,"step":3})").substr(0, 6), "stage:");
 }
 
-// The stage's newest round: in /v1/stats (stageRounds), in every progress reply, and in the 409 of
-// a join to a finished round (a peer learns how far its stage got).
-TEST_F(ServiceTest, TheNewestRoundOfAStageIsPublished) {
+// The stage's newest step: in /v1/stats (stageSteps), in every progress reply, and in the 409 of
+// a join to a finished step (a peer learns how far its stage got).
+TEST_F(ServiceTest, TheNewestStepOfAStageIsPublished) {
   announce("a", 0);
-  call("POST", "/v1/stages/0/rounds/2/progress", R"({"peerId":"a","samples":1,"target":8})");
-  call("POST", "/v1/stages/0/rounds/9/progress", R"({"peerId":"a","samples":1,"target":8})");
-  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"]["0"], 9);
-  json v = call("POST", "/v1/stages/0/rounds/2/progress", R"({"peerId":"a","samples":1,"target":8})");
-  EXPECT_EQ(v["newestRound"], 9);
-  EXPECT_EQ(v["targetReached"], true);  // round 2 is finished as far as the book is concerned
-  json closed = call("POST", "/v1/stages/0/rounds/2/attempts/0/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})", 409);
-  EXPECT_EQ(closed["newestRound"], 9);
+  call("POST", "/v1/stages/0/steps/2/progress", R"({"peerId":"a","samples":1,"target":8})");
+  call("POST", "/v1/stages/0/steps/9/progress", R"({"peerId":"a","samples":1,"target":8})");
+  EXPECT_EQ(call("GET", "/v1/stats")["stageSteps"]["0"], 9);
+  json v = call("POST", "/v1/stages/0/steps/2/progress", R"({"peerId":"a","samples":1,"target":8})");
+  EXPECT_EQ(v["newestStep"], 9);
+  EXPECT_EQ(v["targetReached"], true);  // step 2 is finished as far as the book is concerned
+  json closed = call("POST", "/v1/stages/0/steps/2/attempts/0/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})", 409);
+  EXPECT_EQ(closed["newestStep"], 9);
 }
 
-// A registry restarted mid-run knows no rounds: the heartbeats of serving workers give their
+// A registry restarted mid-run knows no steps: the heartbeats of serving workers give their
 // stage's step back at once (a replacement's "did the stage train?" check needs it), those of a
-// joining worker (round not yet synced) or a failed one do not.
+// joining worker (step not yet synced) or a failed one do not.
 TEST_F(ServiceTest, ARestartedRegistryLearnsTheStagesStepFromHeartbeats) {
-  auto put = [&](const std::string& id, int stage, const std::string& state, int round) {
-    json body{{"role", "worker"}, {"stage", stage}, {"host", "h"}, {"port", 1}, {"state", state}, {"round", round}};
+  auto put = [&](const std::string& id, int stage, const std::string& state, int step) {
+    json body{{"role", "worker"}, {"stage", stage}, {"host", "h"}, {"port", 1}, {"state", state}, {"step", step}};
     call("PUT", "/v1/peers/" + id, body.dump());
   };
   put("a", 0, "serving", 37);
   put("b", 0, "averaging", 36);
   put("c", 1, "joining", 50);
   put("d", 1, "failed", 60);
-  json rounds = call("GET", "/v1/stats")["stageRounds"];
-  EXPECT_EQ(rounds.value("0", -1), 37);
-  EXPECT_FALSE(rounds.contains("1")) << rounds.dump();
+  json steps = call("GET", "/v1/stats")["stageSteps"];
+  EXPECT_EQ(steps.value("0", -1), 37);
+  EXPECT_FALSE(steps.contains("1")) << steps.dump();
   put("c", 1, "serving", 37);
-  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("1", -1), 37);
+  EXPECT_EQ(call("GET", "/v1/stats")["stageSteps"].value("1", -1), 37);
 }
 
 // A registry restarted mid-run (the job is past step 0 in its first expiry period) has not heard
 // every live worker yet: a group joined by the only worker it knows stays gathering, so that the
-// peers not yet re-announced are not left out of the round (they would find it closed and drop
+// peers not yet re-announced are not left out of the step (they would find it closed and drop
 // their gradient). Once they have announced and joined, the group is complete.
 TEST_F(ServiceTest, ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsComplete) {
   auto put = [&](const std::string& id) {
-    json body{{"role", "worker"}, {"stage", 0}, {"host", "h"}, {"port", 1}, {"state", "averaging"}, {"round", 12}};
+    json body{{"role", "worker"}, {"stage", 0}, {"host", "h"}, {"port", 1}, {"state", "averaging"}, {"step", 12}};
     call("PUT", "/v1/peers/" + id, body.dump());
   };
-  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  const std::string path = "/v1/stages/0/steps/12/attempts/0";
   put("a");
   call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
   now_ += 0.5;
@@ -190,10 +190,10 @@ TEST_F(ServiceTest, ARestartedRegistryWaitsForThePeersHeartbeatsBeforeAGroupIsCo
 // the job is past step 0. Before, the group was complete with no member and the joiner, finding
 // itself left out, dropped its gradient.
 TEST_F(ServiceTest, ARestartedRegistryHearingAJoinFirstKeepsTheGroupGathering) {
-  const std::string path = "/v1/stages/0/rounds/12/attempts/0";
+  const std::string path = "/v1/stages/0/steps/12/attempts/0";
   call("POST", path + "/join", R"({"peerId":"a","host":"h","port":1,"gatherSeconds":5})");
   EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
-  EXPECT_EQ(call("GET", "/v1/stats")["stageRounds"].value("0", -1), 12);
+  EXPECT_EQ(call("GET", "/v1/stats")["stageSteps"].value("0", -1), 12);
 }
 
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
@@ -203,25 +203,25 @@ TEST_F(ServiceTest, DroppedSamplesCountOnceWhenTheRegistryAlreadyCountedThem) {
   auto lost = [&] { return call("GET", "/v1/stats")["events"].value("samples_lost", 0); };
   announce("a", 0);
   announce("b", 0);
-  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"a","samples":12,"target":64})");
-  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"b","samples":5,"target":64})");
+  call("POST", "/v1/stages/0/steps/4/progress", R"({"peerId":"a","samples":12,"target":64})");
+  call("POST", "/v1/stages/0/steps/4/progress", R"({"peerId":"b","samples":5,"target":64})");
   now_ += 1.5;
   announce("b", 0);
   now_ += 1.0;  // a: silent for 2.5 s, expired, its 12 samples lost
   call("GET", "/v1/peers");
   EXPECT_EQ(lost(), 12);
   EXPECT_EQ(call("GET", "/v1/stats")["events"].value("peers_lost", 0), 1);
-  announce("a", 0);  // SIGCONT: it is back, finds round 4 closed and drops its gradient: 15
+  announce("a", 0);  // SIGCONT: it is back, finds step 4 closed and drops its gradient: 15
   // samples, 3 more than it had reported before it froze: those 3 count now, the 12 not again
-  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"a","samples":0,"target":64,"dropped":15})");
+  call("POST", "/v1/stages/0/steps/4/progress", R"({"peerId":"a","samples":0,"target":64,"dropped":15})");
   EXPECT_EQ(lost(), 15) << "counted twice, or the unreported rest not at all";
   // b falls behind on its own (never expired): its drop counts.
-  call("POST", "/v1/stages/0/rounds/4/progress", R"({"peerId":"b","samples":0,"target":64,"dropped":5})");
+  call("POST", "/v1/stages/0/steps/4/progress", R"({"peerId":"b","samples":0,"target":64,"dropped":5})");
   EXPECT_EQ(lost(), 20);
 }
 
 TEST_F(ServiceTest, BadInputNamesTheField) {
-  const std::string progress = "/v1/stages/0/rounds/1/progress";
+  const std::string progress = "/v1/stages/0/steps/1/progress";
   EXPECT_EQ(error("POST", progress, "{not json"), "body: malformed JSON, got \"{not json\"");
   EXPECT_EQ(error("POST", progress, "[1,2]"), "body: must be a JSON object, got [1,2]");
   EXPECT_EQ(error("POST", progress, ""), "body: malformed JSON, got \"\"");
@@ -239,16 +239,16 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":18446744073709551615,"target":1})"),
             "samples: must be an integer in [0, 9223372036854775807], got 18446744073709551615");
 
-  EXPECT_EQ(error("POST", "/v1/stages/one/rounds/1/progress", "{}"),
+  EXPECT_EQ(error("POST", "/v1/stages/one/steps/1/progress", "{}"),
             "stage: must be an integer in [0, 1048576], got \"one\"");
-  EXPECT_EQ(error("POST", "/v1/stages/-1/rounds/1/progress", "{}"),
+  EXPECT_EQ(error("POST", "/v1/stages/-1/steps/1/progress", "{}"),
             "stage: must be an integer in [0, 1048576], got \"-1\"");
-  EXPECT_EQ(error("POST", "/v1/stages/0/rounds/99999999999999999999/progress", "{}"),
-            "round: must be an integer in [0, 9223372036854775807], got \"99999999999999999999\"");
-  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/attempts/x/group", ""),
+  EXPECT_EQ(error("POST", "/v1/stages/0/steps/99999999999999999999/progress", "{}"),
+            "step: must be an integer in [0, 9223372036854775807], got \"99999999999999999999\"");
+  EXPECT_EQ(error("GET", "/v1/stages/0/steps/1/attempts/x/group", ""),
             "attempt: must be an integer in [0, 2147483647], got \"x\"");
 
-  const std::string join = "/v1/stages/0/rounds/1/attempts/0/join";
+  const std::string join = "/v1/stages/0/steps/1/attempts/0/join";
   EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"h","port":1})"),
             "gatherSeconds: is required, got nothing");
   EXPECT_EQ(error("POST", join, R"({"peerId":"a","host":"h","port":1,"gatherSeconds":-2})"),
@@ -282,10 +282,10 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
   EXPECT_NE(r.body.find("stage: must be an integer"), std::string::npos);
 
   EXPECT_EQ(error("GET", "/v2/peers", "", 404), "path: no such resource, got \"/v2/peers\"");
-  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/bogus", "", 404),
-            "path: no such resource, got \"/v1/stages/0/rounds/1/bogus\"");
+  EXPECT_EQ(error("GET", "/v1/stages/0/steps/1/bogus", "", 404),
+            "path: no such resource, got \"/v1/stages/0/steps/1/bogus\"");
   EXPECT_EQ(error("POST", "/v1/peers", "", 405), "method: GET only on this path, got \"POST\"");
-  EXPECT_EQ(error("GET", "/v1/stages/0/rounds/1/progress", "", 405),
+  EXPECT_EQ(error("GET", "/v1/stages/0/steps/1/progress", "", 405),
             "method: POST only on this path, got \"GET\"");
   EXPECT_EQ(svc_.handle("POST", progress, "", std::string(RegistryService::kMaxBodyBytes + 1, ' '))
                 .status,
@@ -348,7 +348,7 @@ TEST(Wire, RoundTrips) {
 
   planner::ProgressView p{7, 100, 200, true};
   planner::ProgressView pb = wire::progress_from_json(wire::to_json(p));
-  EXPECT_EQ(pb.round, 7);
+  EXPECT_EQ(pb.step, 7);
   EXPECT_EQ(pb.samples_total, 100);
   EXPECT_EQ(pb.target, 200);
   EXPECT_TRUE(pb.target_reached);

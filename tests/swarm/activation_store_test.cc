@@ -14,13 +14,13 @@ constexpr double kStart = 50;  // the fake clock's first reading
 TEST(ActivationStore, HandsEachEntryOutOnce) {
   FakeClock c(kStart);
   ActivationStore store(c.clock(), /*ttl_seconds=*/60, /*max_entries=*/8);
-  store.put("a", torch::ones({2, 3}), torch::zeros({2, 3}), 2, /*round=*/7);
+  store.put("a", torch::ones({2, 3}), torch::zeros({2, 3}), 2, /*step=*/7);
   EXPECT_EQ(store.size(), 1u);
   EXPECT_EQ(store.samples(), 2);
   auto a = store.take("a");
   ASSERT_TRUE(a.has_value());
   EXPECT_EQ(a->samples, 2);
-  EXPECT_EQ(a->round, 7);
+  EXPECT_EQ(a->step, 7);
   EXPECT_EQ(a->created_at, 50);
   EXPECT_TRUE(a->input.equal(torch::ones({2, 3})));
   EXPECT_FALSE(store.take("a").has_value());
@@ -39,7 +39,7 @@ TEST(ActivationStore, ARepeatedMicrobatchReplacesTheOlderEntry) {
   EXPECT_EQ(store.samples(), 3);
   auto a = store.take("a");
   ASSERT_TRUE(a.has_value());
-  EXPECT_EQ(a->round, 2);
+  EXPECT_EQ(a->step, 2);
   EXPECT_EQ(a->created_at, 55);
 }
 

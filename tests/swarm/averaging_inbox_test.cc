@@ -1,4 +1,4 @@
-// AveragingInbox (worker/swarm/averaging_inbox.h): what a round's leader sums and answers, on a
+// AveragingInbox (worker/swarm/averaging_inbox.h): what a step's leader sums and answers, on a
 // fake clock. Pushes wait on their connection threads; here, on threads of the test.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -63,28 +63,28 @@ TEST(AveragingInbox, APushOfTheWrongSizeIsLeftOut) {
   EXPECT_EQ(bad.get(), r);  // answered all the same
 }
 
-TEST(AveragingInbox, ALatePushGetsThePublishedResultOrRoundClosed) {
+TEST(AveragingInbox, ALatePushGetsThePublishedResultOrStepClosed) {
   FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   auto r = inbox.gather({3, 0}, {"a", "b"}, torch::ones({2}), 4, c.now);
-  // The leader stepped past round 3: a push for it still gets the round's result ...
+  // The leader stepped past step 3: a push for it still gets the step's result ...
   EXPECT_EQ(inbox.contribute({3, 0}, push("b", 1, torch::ones({2})), true, 60), r);
   // ... but one for an attempt that has none is refused.
   try {
     inbox.contribute({3, 1}, push("b", 1, torch::ones({2})), true, 60);
-    ADD_FAILURE() << "a push for a closed round was taken";
+    ADD_FAILURE() << "a push for a closed step was taken";
   } catch (const net::CodedError& e) {
-    EXPECT_EQ(e.code(), net::ErrorCode::RoundClosed);  // the member's client reads the code
-    EXPECT_EQ(std::string(e.what()), kRoundClosed);
+    EXPECT_EQ(e.code(), net::ErrorCode::StepClosed);  // the member's client reads the code
+    EXPECT_EQ(std::string(e.what()), kStepClosed);
   }
 }
 
-TEST(AveragingInbox, PruneDropsRoundsMoreThanTwoBehind) {
+TEST(AveragingInbox, PruneDropsStepsMoreThanTwoBehind) {
   FakeClock c(kStart);
   AveragingInbox inbox(c.clock());
   inbox.gather({3, 0}, {"a"}, torch::ones({2}), 1, c.now);
   inbox.gather({4, 0}, {"a"}, torch::ones({2}), 1, c.now);
-  inbox.prune(6);  // 3 + 2 < 6: round 3 goes, round 4 stays
+  inbox.prune(6);  // 3 + 2 < 6: step 3 goes, step 4 stays
   EXPECT_THROW(inbox.contribute({3, 0}, push("b", 1, torch::ones({2})), true, 60), std::runtime_error);
   EXPECT_NO_THROW(inbox.contribute({4, 0}, push("b", 1, torch::ones({2})), true, 60));
 }
@@ -103,7 +103,7 @@ TEST(AveragingInbox, StopAnswersAWaitingPushWithAnError) {
     waiting.get();
     ADD_FAILURE() << "a push was answered after stop";
   } catch (const std::runtime_error& e) {
-    EXPECT_EQ(std::string(e.what()), "averaging round 2 timed out at the leader");
+    EXPECT_EQ(std::string(e.what()), "averaging step 2 timed out at the leader");
   }
   // And one that comes after the stop does not wait.
   EXPECT_THROW(inbox.contribute({2, 1}, push("c", 1, torch::ones({2})), false, 600), std::runtime_error);

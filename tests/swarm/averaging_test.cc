@@ -50,10 +50,10 @@ TEST(Averaging, PeersOfAStageEndIdenticalAndStepTogether) {
     auto a = swarm.workers[2 * stage]->status();
     auto b = swarm.workers[2 * stage + 1]->status();
     SCOPED_TRACE("stage " + std::to_string(stage));
-    // Microbatches still in flight when the trainer saw step 3 may complete one more round.
-    EXPECT_GE(a.round, 3);
-    EXPECT_LE(a.round, 4);
-    EXPECT_EQ(a.round, b.round) << "peers of a stage stepped a different number of times";
+    // Microbatches still in flight when the trainer saw step 3 may complete one more step.
+    EXPECT_GE(a.step, 3);
+    EXPECT_LE(a.step, 4);
+    EXPECT_EQ(a.step, b.step) << "peers of a stage stepped a different number of times";
     EXPECT_EQ(a.fingerprint, b.fingerprint) << "peers of a stage diverged";
     EXPECT_NE(a.fingerprint, initial[2 * stage]) << "parameters never changed";
     // Both peers did work: the router spread microbatches over them.
@@ -62,11 +62,11 @@ TEST(Averaging, PeersOfAStageEndIdenticalAndStepTogether) {
   }
 }
 
-// The leader of a stage's averaging group dies after the group formed: a peer that joined round 0
+// The leader of a stage's averaging group dies after the group formed: a peer that joined step 0
 // as its lowest id (so its leader) and then answers nothing, as a SIGKILLed worker would. The live
-// peers' pushes to it fail, they retry the round with a new group without it, and the stage goes on
+// peers' pushes to it fail, they retry the step with a new group without it, and the stage goes on
 // stepping together: no deadlock, no step without averaging, no divergence.
-TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
+TEST(Averaging, ALeaderKilledMidStepDoesNotDeadlockTheStage) {
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 2);
   registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2));
@@ -81,17 +81,17 @@ TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
 
   std::atomic<bool> joined{false}, stop_ghost{false};
   std::thread ghost_thread([&] {
-    // Live (heartbeating) while it joins round 0's group as soon as a real peer opened it and until
+    // Live (heartbeating) while it joins step 0's group as soon as a real peer opened it and until
     // that group is formed (Ready, with it as the leader), then silent, like a process killed
-    // mid-round. (Silent from the join on, it could expire before a loaded machine formed the
+    // mid-step. (Silent from the join on, it could expire before a loaded machine formed the
     // group, and the group formed without it: nothing of what this test is about happened.)
     auto last_announce = std::chrono::steady_clock::now();
     while (!stop_ghost) {
-      const auto state = client.round_group(0, 0, 0).state;
+      const auto state = client.step_group(0, 0, 0).state;
       if (joined && state == planner::GroupView::Ready) break;
       if (!joined && state != planner::GroupView::Unknown) {
-        joined = client.join_round(0, 0, 0, {ghost.peer_id, ghost.host, ghost.port, 4},
-                                   swarm.spec.timeouts.averaging_seconds / 2);
+        joined = client.join_step(0, 0, 0, {ghost.peer_id, ghost.host, ghost.port, 4},
+                                  swarm.spec.timeouts.averaging_seconds / 2);
         if (!joined) break;
       }
       if (std::chrono::steady_clock::now() - last_announce > std::chrono::milliseconds(200)) {
@@ -108,8 +108,8 @@ TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   stop_ghost = true;
   ghost_thread.join();
-  ASSERT_TRUE(joined) << "the dead peer never got into round 0's group";
-  const auto group = client.round_group(0, 0, 0);
+  ASSERT_TRUE(joined) << "the dead peer never got into step 0's group";
+  const auto group = client.step_group(0, 0, 0);
   ASSERT_EQ(group.state, planner::GroupView::Ready);
   EXPECT_EQ(group.leader, ghost.peer_id);
   EXPECT_EQ(group.members.size(), 3u);
@@ -117,16 +117,16 @@ TEST(Averaging, ALeaderKilledMidRoundDoesNotDeadlockTheStage) {
   EXPECT_TRUE(report.finished);
   EXPECT_EQ(report.steps, 3);
   // Bounded by the retries (a failed push, then a new group once the dead peer expired), far
-  // below the averaging timeout per round that a deadlock-and-timeout would cost.
+  // below the averaging timeout per step that a deadlock-and-timeout would cost.
   EXPECT_LT(seconds, 3 * swarm.spec.timeouts.averaging_seconds) << seconds << " s";
   auto a = swarm.workers[0]->status();
   auto b = swarm.workers[1]->status();
-  EXPECT_GE(a.round, 3);
-  EXPECT_EQ(a.round, b.round);
+  EXPECT_GE(a.step, 3);
+  EXPECT_EQ(a.step, b.step);
   EXPECT_EQ(a.fingerprint, b.fingerprint) << "the stage's peers diverged";
   const auto events = client.stats()["events"];
   EXPECT_EQ(events.value("unaveraged_steps", 0), 0) << events.dump();
-  std::cout << "3 steps in " << seconds << " s with the round-0 leader dead; events " << events.dump() << "\n";
+  std::cout << "3 steps in " << seconds << " s with the step-0 leader dead; events " << events.dump() << "\n";
 }
 
 TEST(Averaging, TrainingLowersTheLossOnASinglePeerPipeline) {

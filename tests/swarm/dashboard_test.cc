@@ -176,7 +176,7 @@ TEST(Dashboard, EveryQueryReturnsDataFromARealPrometheus) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   for (int i = 0; i < 100; ++i) {
-    ghost.round = swarm.workers[0]->status().round;
+    ghost.step = swarm.workers[0]->status().step;
     client.announce(ghost);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (testing::scrape_metrics(trainer_metrics).find("swarm_requests_retried_total{") != std::string::npos) break;

@@ -49,8 +49,8 @@ TEST(Join, AJoinersParametersAndOptimizerStateEqualTheDonorsExactly) {
   const auto d = donor.status(), j = joiner.status();
   EXPECT_TRUE(j.ready);
   EXPECT_EQ(j.stage, 0);
-  EXPECT_GE(j.round, 3);
-  EXPECT_EQ(j.round, d.round);
+  EXPECT_GE(j.step, 3);
+  EXPECT_EQ(j.step, d.step);
   EXPECT_EQ(j.fingerprint, d.fingerprint);
   // Bit for bit, moments and step included.
   EXPECT_EQ(state_of(joiner, 0), state_of(donor, 0));
@@ -115,7 +115,7 @@ TEST(Checkpoint, AStageWithNoLivePeerIsRestoredFromItsNewestUsableCheckpoint) {
 
   swarm.workers[0]->stop();  // stage 0 has no live peer now
   auto& restored = swarm.add_worker(0, 5);
-  EXPECT_EQ(restored.status().round, newest);
+  EXPECT_EQ(restored.status().step, newest);
   EXPECT_EQ(restored.status().fingerprint, model::param_fingerprint(*reference));
   registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(2));
   EXPECT_EQ(reg.stats()["events"].value("checkpoint_restores", 0), 1);

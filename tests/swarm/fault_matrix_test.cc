@@ -54,11 +54,11 @@ nlohmann::json stats_of(const std::string& url) {
   }
 }
 
-// The smallest of the stages' newest rounds in the registry's stats; -1 when unknown.
+// The smallest of the stages' newest steps in the registry's stats; -1 when unknown.
 int64_t registry_step(const nlohmann::json& st, int stages) {
-  if (!st.is_object() || !st.contains("stageRounds")) return -1;
+  if (!st.is_object() || !st.contains("stageSteps")) return -1;
   int64_t step = INT64_MAX;
-  for (int s = 0; s < stages; ++s) step = std::min(step, st["stageRounds"].value(std::to_string(s), int64_t{-1}));
+  for (int s = 0; s < stages; ++s) step = std::min(step, st["stageSteps"].value(std::to_string(s), int64_t{-1}));
   return step;
 }
 
@@ -228,7 +228,7 @@ TEST(FaultMatrix, EveryPeerOfAStageKilledAtOnceComesBackFromTheCheckpoint) {
 // Fault: a worker frozen with SIGSTOP for longer than the request timeouts (12 s > 10 s forward and
 // backward timeouts, > 1.5 s peer expiry), then SIGCONT.
 // Expected: trainers retry its requests elsewhere; the registry expires it (peers_lost 1, its
-// unaveraged samples counted lost); the stage steps without it; on SIGCONT it finds its round
+// unaveraged samples counted lost); the stage steps without it; on SIGCONT it finds its step
 // finished, drops its stale gradient (never applied) and downloads the stage's state from its
 // peer (a re-sync), then serves again. The run finishes every step; no peer stepped alone.
 TEST(FaultMatrix, AWorkerFrozenPastTheTimeoutsResyncsAndTheRunFinishes) {
@@ -350,16 +350,16 @@ TEST(FaultMatrix, AFullCheckpointDirectoryKeepsTheLastGoodCheckpointAndTrainingG
 }
 
 // Fault: reclaim notices: every 4 s a worker gets SIGTERM with 3 s before SIGKILL (a spot VM's
-// notice, a pod deleted with its grace period), mid-round, on stages of two peers; a replacement
-// starts 1 s later. Rounds are short (a global batch of 32 closes a few times a second), so each
+// notice, a pod deleted with its grace period), mid-step, on stages of two peers; a replacement
+// starts 1 s later. Steps are short (a global batch of 32 closes a few times a second), so each
 // notice lands while the stage's other peer is about to average.
 // Expected: every notified worker finishes in time (peers_lost 0); the gradient it holds goes into
 // its stage's average on its way out, or to the peer that stays (handoffs >= 1), never dropped
 // (samples_lost 0); nothing steps alone; the run finishes every step.
-TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidRoundLoseNoSample) {
+TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidStepLoseNoSample) {
   // Whether a notice lands while its peer holds samples is timing: on a loaded machine every
-  // notified peer of one run can drain between rounds with nothing to give. The invariants hold in
-  // every run; the run is repeated (at most 3 times, seeds 5, 6, 7) until one notice did land mid-round.
+  // notified peer of one run can drain between steps with nothing to give. The invariants hold in
+  // every run; the run is repeated (at most 3 times, seeds 5, 6, 7) until one notice did land mid-step.
   int64_t handoffs = 0;
   for (int seed = 5; seed <= 7 && handoffs == 0; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -429,7 +429,7 @@ TEST(FaultMatrix, AWorkerRestartedWithTheSamePeerIdRejoins) {
 // same address, as a Kubernetes Deployment behind a Service would.
 // Expected: the launcher says it restarted the registry and goes on. Workers and the trainer
 // re-announce on their next heartbeat (stage, step, state) and the new registry learns each
-// stage's step from them: its stageRounds come back to at least the step reached before the kill
+// stage's step from them: its stageSteps come back to at least the step reached before the kill
 // (no step regression, no stage reset). Training goes on: the run finishes every step within its
 // bound; no peer steps without its group (unaveraged_steps 0); no sample, microbatch or stage step
 // is lost; no peer is counted lost or re-syncs.
@@ -465,9 +465,9 @@ TEST(FaultMatrix, TheRegistryKilledAndRestartedAtTheSameAddressLosesNoStep) {
 // Fault: the trainer SIGKILLed mid-run with microbatches in flight (forwards done on the workers,
 // backwards never to come); a new trainer with the same peer id starts 2 s later (a restarted pod).
 // Processes started one by one, as on Kubernetes: registry, four workers, the trainer.
-// Expected: the workers drop the dead trainer's activations once the round closes (within
+// Expected: the workers drop the dead trainer's activations once the step closes (within
 // min(backward timeout, averaging timeout / 4) = 2.5 s, before the stage's gather window of 5 s
-// ends) instead of waiting for them: the round they were admitted to closes with every peer, on
+// ends) instead of waiting for them: the step they were admitted to closes with every peer, on
 // the samples whose backward was done. No worker dies or loses gradient (peers_lost 0,
 // samples_lost 0: activations without a backward never were gradient; no re-sync), nothing steps
 // alone (unaveraged_steps 0). The new trainer takes up the swarm's step (it never goes back) and

@@ -94,7 +94,7 @@ TEST(WorkerPrecision, Fp16LossScalingKeepsPeersIdenticalAndTrains) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     auto a = swarm.workers[2 * stage]->status();
     auto b = swarm.workers[2 * stage + 1]->status();
-    EXPECT_EQ(a.round, b.round);
+    EXPECT_EQ(a.step, b.step);
     EXPECT_EQ(a.fingerprint, b.fingerprint);
     EXPECT_EQ(a.loss_scale, 65536.0);
     EXPECT_EQ(a.skipped_steps, 0);
@@ -119,14 +119,14 @@ TEST(WorkerPrecision, Fp16OverflowIsSkippedAlikeByThePeersOfAStage) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     auto a = swarm.workers[2 * stage]->status();
     auto b = swarm.workers[2 * stage + 1]->status();
-    std::cout << "stage " << stage << ": steps " << a.round << " skipped " << a.skipped_steps << "/"
+    std::cout << "stage " << stage << ": steps " << a.step << " skipped " << a.skipped_steps << "/"
               << b.skipped_steps << " scale " << a.loss_scale << "/" << b.loss_scale << "\n";
-    EXPECT_EQ(a.round, b.round);
+    EXPECT_EQ(a.step, b.step);
     EXPECT_GE(a.skipped_steps, 1) << "the initial scale must overflow";
     EXPECT_EQ(a.skipped_steps, b.skipped_steps);
     EXPECT_EQ(a.loss_scale, b.loss_scale);
     EXPECT_LT(a.loss_scale, std::ldexp(1.0, 126));
-    EXPECT_LT(a.skipped_steps, a.round) << "training never resumed";
+    EXPECT_LT(a.skipped_steps, a.step) << "training never resumed";
     EXPECT_EQ(a.fingerprint, b.fingerprint);
     // /metrics tells the same: the skipped steps and the scale they backed off to.
     const auto text = testing::scrape_metrics(swarm.workers[2 * stage]->metrics_port());

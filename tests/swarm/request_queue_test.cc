@@ -82,7 +82,7 @@ TEST(RequestQueue, TakesBackwardsFirstAndHoldsNewForwardsWhileAdmissionIsClosed)
   EXPECT_EQ(q.take(false, false, &held), bwd);
   EXPECT_FALSE(held);
   EXPECT_EQ(q.take(false, false, &held), state);
-  EXPECT_EQ(q.take(false, false, &held), eval);  // eval forwards do not count against the round
+  EXPECT_EQ(q.take(false, false, &held), eval);  // eval forwards do not count against the step
   EXPECT_FALSE(held);
   EXPECT_TRUE(q.has_eligible(false, true));
   EXPECT_FALSE(q.has_eligible(false, false));
@@ -91,7 +91,7 @@ TEST(RequestQueue, TakesBackwardsFirstAndHoldsNewForwardsWhileAdmissionIsClosed)
   EXPECT_EQ(q.size(), 1u);
   EXPECT_EQ(q.take(false, true, &held), fwd);
   EXPECT_FALSE(held);
-  // An empty queue with admission closed still says the admission decided (the round closes).
+  // An empty queue with admission closed still says the admission decided (the step closes).
   EXPECT_EQ(q.take(false, false, &held), nullptr);
   EXPECT_TRUE(held);
   EXPECT_FALSE(q.has_eligible(true, true));

@@ -1,6 +1,6 @@
 // Issue 11, "no stage is ever silently lost": a stage that comes back without its state after the
 // job trained stops the job (it never trains on from its initial parameters), and a peer whose
-// round the registry finished without it, with nobody ahead to download from, does not spin on
+// step the registry finished without it, with nobody ahead to download from, does not spin on
 // re-syncing.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -33,17 +33,17 @@ std::string state_in_registry(registry::RegistryClient& reg, const std::string& 
 }
 
 // The loop of issue 11: replacement peers logged "re-synced stage 0 from step 0 to 0" every 25 ms.
-// A peer is behind its stage's book (the registry finished rounds it never took part in: a peer
+// A peer is behind its stage's book (the registry finished steps it never took part in: a peer
 // that went on without it and vanished, as a frozen peer finds after SIGCONT) and nobody holds a
-// newer state: every retry of its round was refused as closed, it re-synced to the same step and
-// retried at once, for good. Now it keeps its state (the newest left) and takes up a round the
+// newer state: every retry of its step was refused as closed, it re-synced to the same step and
+// retried at once, for good. Now it keeps its state (the newest left) and takes up a step the
 // registry has not finished, counting the steps the stage lost.
 TEST(Resync, APeerBehindItsStageWithNobodyAheadDoesNotLoop) {
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 1);
   ASSERT_TRUE(testing::train(swarm, 3).finished);
   auto& w = *swarm.workers[0];
-  const int64_t mine = w.status().round;
+  const int64_t mine = w.status().step;
   ASSERT_GE(mine, 3);
   const uint64_t fingerprint = w.status().fingerprint;
   registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
@@ -56,13 +56,13 @@ TEST(Resync, APeerBehindItsStageWithNobodyAheadDoesNotLoop) {
   const int64_t resyncs_mid = event(reg, "resyncs");
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const int64_t resyncs_after = event(reg, "resyncs");
-  // Before the fix: ~40 re-syncs a second, the round never moving.
+  // Before the fix: ~40 re-syncs a second, the step never moving.
   EXPECT_LE(resyncs_after - resyncs_before, 2) << "the peer keeps re-syncing";
   EXPECT_EQ(resyncs_after, resyncs_mid) << "still re-syncing after 3 s";
   const auto st = w.status();
   EXPECT_TRUE(st.ready);
   EXPECT_FALSE(st.failed);
-  EXPECT_GE(st.round, mine + 8) << "it did not take up a round the registry has not finished";
+  EXPECT_GE(st.step, mine + 8) << "it did not take up a step the registry has not finished";
   EXPECT_EQ(st.fingerprint, fingerprint) << "its parameters (the newest state left) changed";
   EXPECT_GE(event(reg, "stage_steps_lost"), 8);
   EXPECT_FALSE(reg.stats().contains("failure"));
@@ -76,7 +76,7 @@ TEST(StageReset, AStageBackWithoutItsStateAfterTrainingFailsTheJob) {
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 1);
   ASSERT_TRUE(testing::train(swarm, 3).finished);
-  const int64_t step = swarm.workers[1]->status().round;
+  const int64_t step = swarm.workers[1]->status().step;
   ASSERT_GE(step, 3);
   // The registry learns stage 1's step from its progress reports (every 25 ms): the failure names
   // the step the registry knows, so wait until it knows this one (it lagged by one on a loaded
@@ -84,7 +84,7 @@ TEST(StageReset, AStageBackWithoutItsStateAfterTrainingFailsTheJob) {
   registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
   const auto known = [&] {
     const auto st = reg.stats();
-    return st.contains("stageRounds") ? st["stageRounds"].value("1", int64_t{-1}) : int64_t{-1};
+    return st.contains("stageSteps") ? st["stageSteps"].value("1", int64_t{-1}) : int64_t{-1};
   };
   for (int i = 0; i < 200 && known() < step; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   ASSERT_GE(known(), step);
@@ -200,7 +200,7 @@ TEST(StageReset, AJoinerThatCannotReachTheRegistryWaitsAndDownloadsTheState) {
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 1);
   ASSERT_TRUE(testing::train(swarm, 3).finished);
   const auto peer = swarm.workers[1]->status();
-  ASSERT_GE(peer.round, 3);
+  ASSERT_GE(peer.step, 3);
   const int registry_port = std::stoi(swarm.registry->url().substr(swarm.registry->url().rfind(':') + 1));
   FlakyRelay relay(registry_port);
   swarm.adjust = [&](runtime::WorkerOptions& o) { o.registry_url = relay.url(); };
@@ -214,7 +214,7 @@ TEST(StageReset, AJoinerThatCannotReachTheRegistryWaitsAndDownloadsTheState) {
   const auto st = joiner.status();
   EXPECT_FALSE(st.failed);
   EXPECT_TRUE(st.ready);
-  EXPECT_EQ(st.round, peer.round);
+  EXPECT_EQ(st.step, peer.step);
   EXPECT_EQ(st.fingerprint, peer.fingerprint) << "it serves other parameters than the stage's live peer";
   registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
   EXPECT_FALSE(reg.stats().contains("failure")) << reg.stats().dump();

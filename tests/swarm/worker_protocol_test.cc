@@ -134,7 +134,7 @@ TEST_F(WorkerProtocol, MalformedRequestsGetNamedErrorsAndTheWorkerKeepsServing) 
   // Still serving, nothing accumulated from the rejected requests.
   EXPECT_EQ(forward0(tokens(), "t/ok").type, net::ForwardReply);
   EXPECT_EQ(swarm_->workers[0]->status().activations, 1);
-  EXPECT_EQ(swarm_->workers[0]->status().samples_in_round, 0);
+  EXPECT_EQ(swarm_->workers[0]->status().samples_in_step, 0);
 }
 
 TEST_F(WorkerProtocol, RequestsWithoutTheSecretAreRefused) {
@@ -159,7 +159,7 @@ TEST_F(WorkerProtocol, BackwardUsesStoredActivationsOrRecomputesFromTheInput) {
   ASSERT_EQ(reply.type, net::BackwardReply);
   EXPECT_FALSE(runtime::parse_meta(reply).value("recomputed", true));
   EXPECT_TRUE(reply.tensors.empty());  // stage 0 has no input gradient
-  EXPECT_EQ(swarm_->workers[0]->status().samples_in_round, 4);
+  EXPECT_EQ(swarm_->workers[0]->status().samples_in_step, 4);
   EXPECT_EQ(swarm_->workers[0]->status().activations, 0);
 
   // The activations are gone now: without the input the peer says so...
@@ -182,7 +182,7 @@ TEST_F(WorkerProtocol, BackwardUsesStoredActivationsOrRecomputesFromTheInput) {
   rc.tensors.push_back(to_wire(x));
   auto r2 = stage0_->call(std::move(rc), std::chrono::seconds(10));
   EXPECT_TRUE(runtime::parse_meta(r2).value("recomputed", false));
-  EXPECT_EQ(swarm_->workers[0]->status().samples_in_round, 8);
+  EXPECT_EQ(swarm_->workers[0]->status().samples_in_step, 8);
 }
 
 TEST_F(WorkerProtocol, LastStageReturnsLossAndInputGradient) {
@@ -196,11 +196,11 @@ TEST_F(WorkerProtocol, LastStageReturnsLossAndInputGradient) {
   EXPECT_LT(loss, 7.0);
   ASSERT_EQ(reply.tensors.size(), 1u);
   EXPECT_EQ(reply.tensors[0].shape, (std::vector<int64_t>{4, 16, 32}));
-  EXPECT_EQ(swarm_->workers[1]->status().samples_in_round, 4);
+  EXPECT_EQ(swarm_->workers[1]->status().samples_in_step, 4);
 }
 
 // A forward that waits in the queue past its caller's timeout is answered with an error instead of
-// being computed: computed, its activation would never get a backward and the round would wait the
+// being computed: computed, its activation would never get a backward and the step would wait the
 // backward timeout for it (a stall that fed itself after a peer was killed under load).
 TEST(WorkerQueue, AForwardWhoseCallerGaveUpIsNotComputed) {
   torch::set_num_threads(1);
@@ -215,7 +215,7 @@ TEST(WorkerQueue, AForwardWhoseCallerGaveUpIsNotComputed) {
   };
   // Four forwards admit the whole global batch; their backwards never come (the trainer is gone).
   for (int i = 0; i < 4; ++i) ASSERT_EQ(forward("q/" + std::to_string(i)).type, net::ForwardReply);
-  // The fifth waits for the next round, which waits for those backwards (10 s).
+  // The fifth waits for the next step, which waits for those backwards (10 s).
   const auto t0 = std::chrono::steady_clock::now();
   std::string error;
   try {
@@ -227,7 +227,7 @@ TEST(WorkerQueue, AForwardWhoseCallerGaveUpIsNotComputed) {
   EXPECT_NE(error.find("not computed"), std::string::npos) << error;
   EXPECT_NE(error.find("spec.timeouts.forwardSeconds"), std::string::npos) << error;
   EXPECT_GE(waited, 0.85);
-  EXPECT_LT(waited, 5.0) << "answered only when the round moved on";
+  EXPECT_LT(waited, 5.0) << "answered only when the step moved on";
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::Unauthenticated: return "unauthenticated";
     case ErrorCode::Busy: return "busy";
     case ErrorCode::ActivationMissing: return "activation_missing";
-    case ErrorCode::RoundClosed: return "round_closed";
+    case ErrorCode::StepClosed: return "step_closed";
   }
   return "error";
 }

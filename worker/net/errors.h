@@ -26,13 +26,13 @@ enum class ErrorCode : uint8_t {
   Unauthenticated,    // "unauthenticated": wrong or missing MAC (the server closes)
   Busy,               // "busy": the server is at max_connections (it closes)
   ActivationMissing,  // "activation_missing": the peer no longer holds the forward's activations
-  RoundClosed,        // "round_closed": the averaging round is over on that peer
+  StepClosed,         // "step_closed": that step is over on that peer
 };
 
 // Every code, in declaration order.
 inline constexpr ErrorCode kErrorCodes[] = {ErrorCode::Generic,           ErrorCode::BadFrame,
                                             ErrorCode::Unauthenticated,   ErrorCode::Busy,
-                                            ErrorCode::ActivationMissing, ErrorCode::RoundClosed};
+                                            ErrorCode::ActivationMissing, ErrorCode::StepClosed};
 
 // The wire name ("error", "bad_frame", ...).
 const char* to_string(ErrorCode code);

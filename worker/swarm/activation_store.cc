@@ -6,12 +6,12 @@ ActivationStore::ActivationStore(Clock clock, double ttl_seconds, size_t max_ent
     : clock_(std::move(clock)), ttl_(ttl_seconds), max_entries_(max_entries) {}
 
 void ActivationStore::put(const std::string& mb, torch::Tensor input, torch::Tensor output,
-                          int64_t samples, int64_t round) {
+                          int64_t samples, int64_t step) {
   const double now = clock_();
   swarm::MutexLock lk(mu_);
   auto& slot = entries_[mb];
   samples_ += samples - slot.samples;
-  slot = Activation{std::move(input), std::move(output), samples, round, now};
+  slot = Activation{std::move(input), std::move(output), samples, step, now};
 }
 
 std::optional<Activation> ActivationStore::take(const std::string& mb) {

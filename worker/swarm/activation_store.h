@@ -24,7 +24,7 @@ struct Activation {
   torch::Tensor input;   // requires grad (except token ids of the first stage)
   torch::Tensor output;
   int64_t samples = 0;
-  int64_t round = 0;     // parameters it was computed with; stale after an optimizer step
+  int64_t step = 0;      // parameters it was computed with; stale after an optimizer step
   double created_at = 0;
 };
 
@@ -36,7 +36,7 @@ class ActivationStore {
   // Keeps a forward's activations, stamped with the clock. A repeated microbatch id replaces the
   // older entry (a trainer retried the forward).
   void put(const std::string& mb, torch::Tensor input, torch::Tensor output, int64_t samples,
-           int64_t round);
+           int64_t step);
   // Hands out the entry of `mb` and forgets it; nothing when there is none (never kept, taken
   // already, or expired).
   std::optional<Activation> take(const std::string& mb) EXCLUDES(mu_);

@@ -10,7 +10,7 @@ namespace swarm::runtime {
 
 AveragingInbox::AveragingInbox(Clock clock) : clock_(std::move(clock)) {}
 
-std::shared_ptr<const RoundResult> AveragingInbox::gather(const Key& key,
+std::shared_ptr<const StepResult> AveragingInbox::gather(const Key& key,
                                                           const std::vector<std::string>& members,
                                                           const torch::Tensor& own,
                                                           int64_t own_samples, double deadline) {
@@ -23,7 +23,7 @@ std::shared_ptr<const RoundResult> AveragingInbox::gather(const Key& key,
     return got + 1 >= members.size();
   };
   cv_.wait_until(mu_, std::chrono::steady_clock::now() + to_ms(deadline - clock_()), all_in);
-  auto result = std::make_shared<RoundResult>();
+  auto result = std::make_shared<StepResult>();
   result->average = own.clone();
   result->samples = own_samples;
   result->members = 1;
@@ -39,26 +39,26 @@ std::shared_ptr<const RoundResult> AveragingInbox::gather(const Key& key,
   return result;
 }
 
-std::shared_ptr<const RoundResult> AveragingInbox::contribute(const Key& key, Contribution c,
-                                                              bool round_passed,
+std::shared_ptr<const StepResult> AveragingInbox::contribute(const Key& key, Contribution c,
+                                                              bool step_passed,
                                                               double timeout_seconds) {
   swarm::MutexLock lk(mu_);
-  if (round_passed && !results_.count(key)) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
+  if (step_passed && !results_.count(key)) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
   inbox_[key].push_back(std::move(c));
   cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + to_ms(timeout_seconds);
   if (!cv_.wait_until(mu_, deadline, [&]() REQUIRES(mu_) { return results_.count(key) > 0 || stopped_; }) ||
       !results_.count(key))
-    throw std::runtime_error("averaging round " + std::to_string(key.first) + " timed out at the leader");
+    throw std::runtime_error("averaging step " + std::to_string(key.first) + " timed out at the leader");
   return results_[key];
 }
 
-void AveragingInbox::prune(int64_t round) {
+void AveragingInbox::prune(int64_t step) {
   swarm::MutexLock lk(mu_);
   for (auto it = results_.begin(); it != results_.end();)
-    it = it->first.first + 2 < round ? results_.erase(it) : std::next(it);
+    it = it->first.first + 2 < step ? results_.erase(it) : std::next(it);
   for (auto it = inbox_.begin(); it != inbox_.end();)
-    it = it->first.first + 2 < round ? inbox_.erase(it) : std::next(it);
+    it = it->first.first + 2 < step ? inbox_.erase(it) : std::next(it);
 }
 
 void AveragingInbox::stop() {

@@ -50,9 +50,9 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
   peers_ = &BuildGauge().Name("swarm_stage_peers")
                 .Help("Live peers per stage as this process sees them").Register(*registry_);
   averaging_ = &BuildHistogram().Name("swarm_averaging_duration_seconds")
-                    .Help("Gradient averaging round duration").Register(*registry_);
+                    .Help("Gradient averaging + optimizer step duration, per step").Register(*registry_);
   group_size_ = &BuildGauge().Name("swarm_averaging_group_size")
-                     .Help("Peers in the last averaging round").Register(*registry_);
+                     .Help("Peers in the averaging group of the last step").Register(*registry_);
   lr_ = &BuildGauge().Name("swarm_learning_rate").Help("Current learning rate").Register(*registry_);
   loss_scale_ = &BuildGauge().Name("swarm_loss_scale")
                      .Help("fp16 dynamic loss scale (present only with loss scaling)").Register(*registry_);

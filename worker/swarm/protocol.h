@@ -2,21 +2,21 @@
 // tensors travel as frame tensors, in the order given here.
 //
 //   Forward          meta {mb, stage, samples, eval?}          tensors [input]
-//     -> ForwardReply meta {round}                            tensors [output]
+//     -> ForwardReply meta {step}                            tensors [output]
 //   ForwardBackward  meta {mb, stage, samples, eval?}          tensors [input, targets]   (last stage)
-//     -> reply        meta {round, loss}                      tensors [grad_input] (none for eval or stage 0)
+//     -> reply        meta {step, loss}                      tensors [grad_input] (none for eval or stage 0)
 //   Backward         meta {mb, stage, samples, recompute}      tensors [grad_output, input if recompute]
-//     -> reply        meta {round}                            tensors [grad_input] (none for stage 0)
+//     -> reply        meta {step}                            tensors [grad_input] (none for stage 0)
 //     A worker that no longer holds the microbatch's activations answers Error code activation_missing;
 //     the trainer then re-sends with the stage input (recompute) to any peer of the stage.
-//   AveragePush      meta {stage, round, attempt, samples, peer} tensors [flat gradient sum]
+//   AveragePush      meta {stage, step, attempt, samples, peer} tensors [flat gradient sum]
 //     -> AverageReply meta {samples, members}                 tensors [flat averaged gradient]
-//   StateRequest     meta {stage}                              -> StateReply meta {round} tensors [uint8 state]
-//   Ping             meta {}                                   -> Pong meta {stage, round, queue}
-//   GradientHandoff  meta {stage, round, samples, peer}        tensors [flat gradient sum]
+//   StateRequest     meta {stage}                              -> StateReply meta {step} tensors [uint8 state]
+//   Ping             meta {}                                   -> Pong meta {stage, step, queue}
+//   GradientHandoff  meta {stage, step, samples, peer}        tensors [flat gradient sum]
 //     -> HandoffReply meta {accepted}   A peer leaving its stage gives its accumulated gradient to
-//     a peer that stays, so no sample it processed is lost. Refused (code round_closed) when the
-//     receiver already stepped past that round.
+//     a peer that stays, so no sample it processed is lost. Refused (code step_closed) when the
+//     receiver already stepped past that step.
 #pragma once
 
 #include <string>
@@ -30,10 +30,10 @@ namespace swarm::runtime {
 inline constexpr uint16_t kGradientHandoff = 22;
 inline constexpr uint16_t kHandoffReply = 23;
 
-// The texts of the Error replies with net::ErrorCode::ActivationMissing and ::RoundClosed (callers
+// The texts of the Error replies with net::ErrorCode::ActivationMissing and ::StepClosed (callers
 // branch on the code, RemoteError::code(), never on these texts).
 inline constexpr const char* kActivationMissing = "activation_missing";
-inline constexpr const char* kRoundClosed = "round_closed";
+inline constexpr const char* kStepClosed = "step_closed";
 
 // Parses a message's JSON metadata; a malformed one is a request error naming the message type.
 nlohmann::json parse_meta(const net::Message& m);

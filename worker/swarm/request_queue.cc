@@ -70,7 +70,7 @@ std::shared_ptr<Task> RequestQueue::take(bool leaving, bool admission_open, bool
   if (auto t = take_first_locked(completes_work)) return t;
   if (leaving) return take_first_locked(any);
   if (auto t = take_first_locked(is_eval)) return t;
-  // A new forward is admitted only while the round still needs samples: once admitted work
+  // A new forward is admitted only while the step still needs samples: once admitted work
   // covers the global batch, later forwards wait for the optimizer step (they would otherwise be
   // computed with parameters that the step is about to change).
   if (!admission_open) {

@@ -1,5 +1,5 @@
 // A stage server's request queue: the requests connection threads hand to the compute thread, the
-// order the compute thread takes them in (backward first, new forwards only while the round admits
+// order the compute thread takes them in (backward first, new forwards only while the step admits
 // samples), and the requests it refuses, each with the reason.
 //
 // Thread-safe (one mutex, a leaf: nothing is called with it held). The clock stamps each request

@@ -1,17 +1,17 @@
-// End of a round: the peers of a stage average their accumulated gradients, weighted by samples,
+// End of a step: the peers of a stage average their accumulated gradients, weighted by samples,
 // and step their optimizers together, so every peer of a stage holds identical parameters.
 //
-// Protocol (one round = one optimizer step, numbered by the step count):
-//  1. Each peer reports its running sample count for the round to the RoundCoordinator, which
+// Protocol (per optimizer step of a stage, numbered by the step count):
+//  1. Each peer reports its running sample count for the step to the StepCoordinator, which
 //     latches "target reached" once the stage's live peers together passed the global batch.
-//  2. A peer whose round is due (target reached, own outstanding backwards drained) joins the
-//     round's group (stage, round, attempt). The group closes when every live worker of the stage
+//  2. A peer whose step is due (target reached, own outstanding backwards drained) joins the
+//     step's group (stage, step, attempt). The group closes when every live worker of the stage
 //     joined or after half the averaging timeout; its smallest peer id is the leader.
 //  3. Members send their gradient sum to the leader (AveragePush); the leader adds all
 //     contributions that arrive before the averaging deadline and answers every push with the
 //     same sum and sample total. Everyone divides by the total and steps.
 //  4. A member whose leader is unreachable or silent retries with attempt + 1 (the coordinator
-//     forms a new group without the dead peer), so a peer dying mid-round cannot hang the others.
+//     forms a new group without the dead peer), so a peer dying mid-step cannot hang the others.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -43,7 +43,7 @@ auto until_registry_answers(F&& f, double deadline) {
 }
 
 
-// Gradient of every parameter, zeros where a parameter got none this round.
+// Gradient of every parameter, zeros where a parameter got none this step.
 torch::Tensor flat_gradients(model::StageModel& m) {
   std::vector<torch::Tensor> parts;
   for (auto& p : m.parameters()) {
@@ -69,7 +69,7 @@ void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
 
 }  // namespace
 
-bool StageServer::Impl::round_due_locked() const {
+bool StageServer::Impl::step_due_locked() const {
   // With no activations left, activations.samples() is 0: admitted work is done work.
   const bool reached =
       target_latched || others_samples + samples_done + activations.samples() >= target_samples;
@@ -80,7 +80,7 @@ void StageServer::Impl::progress_loop() {
   // Short poll: a peer whose local count is below the target learns within this interval that
   // the stage as a whole reached it.
   const auto interval = std::chrono::milliseconds(25);
-  int64_t reported_round = -1, reported_samples = -1, reported_admitted = -1;
+  int64_t reported_step = -1, reported_samples = -1, reported_admitted = -1;
   while (true) {
     int64_t r, s, a;
     bool latched;
@@ -88,22 +88,22 @@ void StageServer::Impl::progress_loop() {
       swarm::MutexLock lk(mu);
       cv.wait_for(mu, interval, [&]() REQUIRES(mu) { return stopping; });
       if (stopping) return;
-      r = round;
+      r = step;
       s = samples_done;
       a = samples_done + activations.samples();  // admitted: what this peer has taken on
       latched = target_latched;
     }
     if (!ready) continue;
-    if (latched && r == reported_round && s == reported_samples && a == reported_admitted) continue;
+    if (latched && r == reported_step && s == reported_samples && a == reported_admitted) continue;
     try {
       auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples, a);
-      reported_round = r;
+      reported_step = r;
       reported_samples = s;
       reported_admitted = a;
       bool wake = false;
       {
         swarm::MutexLock lk(mu);
-        if (view.round == round.load()) {
+        if (view.step == step.load()) {
           // The coordinator's total includes what we reported; keep only the others' part (their
           // admitted samples: done, or accepted and owed a backward).
           others_samples = std::max<int64_t>(0, view.samples_total - a);
@@ -119,9 +119,9 @@ void StageServer::Impl::progress_loop() {
   }
 }
 
-void StageServer::Impl::finish_round() {
+void StageServer::Impl::finish_step() {
   const double started = now_seconds();
-  const int64_t r = round.load();
+  const int64_t r = step.load();
   int64_t samples;
   {
     swarm::MutexLock lk(mu);
@@ -140,12 +140,12 @@ void StageServer::Impl::finish_round() {
   auto flat = flat_gradients(*model);
   int members = 1;
   bool writer = false;
-  const RoundEnd end = average_round(r, leaving_now, flat, samples, members, writer);
-  if (end == RoundEnd::Abandoned) return;
-  if (end == RoundEnd::Unaveraged) {
+  const StepEnd end = average_step(r, leaving_now, flat, samples, members, writer);
+  if (end == StepEnd::Abandoned) return;
+  if (end == StepEnd::Unaveraged) {
     // No group could be formed (coordinator unreachable): step on the local gradients rather than
     // stall the pipeline; the heartbeat's behind-check re-syncs this peer if the others moved on.
-    spdlog::error("worker {}: round {} stepped without averaging", opt.peer_id, r);
+    spdlog::error("worker {}: step {}: stepped without averaging", opt.peer_id, r);
     report_event("unaveraged_steps", 1);
     writer = true;
   }
@@ -155,7 +155,7 @@ void StageServer::Impl::finish_round() {
   } else {
     optimizer->zero_grad();
   }
-  advance_round(r);
+  advance_step(r);
   maybe_checkpoint(writer);
   metrics->observe_averaging(stage.load(), now_seconds() - started, members);
   metrics->set_optimizer_step(stage.load(), static_cast<double>(r + 1));
@@ -165,28 +165,28 @@ void StageServer::Impl::finish_round() {
                 samples, members, now_seconds() - started);
 }
 
-StageServer::Impl::RoundEnd StageServer::Impl::average_round(int64_t r, bool leaving_now,
-                                                             torch::Tensor& flat, int64_t& samples,
-                                                             int& members, bool& writer) {
+StageServer::Impl::StepEnd StageServer::Impl::average_step(int64_t r, bool leaving_now,
+                                                           torch::Tensor& flat, int64_t& samples,
+                                                           int& members, bool& writer) {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     auto sum = flat;
     int64_t total = samples;
-    RoundOutcome outcome = RoundOutcome::Failed;
+    StepOutcome outcome = StepOutcome::Failed;
     try {
       outcome = average_once(attempt, sum, total, members, writer);
     } catch (const std::exception& e) {
-      spdlog::warn("worker {}: averaging round {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
+      spdlog::warn("worker {}: averaging step {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
     }
-    if (outcome == RoundOutcome::Closed) {
-      // The stage averaged this round without us (we were late): our gradient is stale now.
+    if (outcome == StepOutcome::Closed) {
+      // The stage averaged this step without us (we were late): our gradient is stale now.
       resync();
-      return RoundEnd::Abandoned;
+      return StepEnd::Abandoned;
     }
-    const bool averaged = outcome == RoundOutcome::Averaged;
+    const bool averaged = outcome == StepOutcome::Averaged;
     if (averaged) {
       if (leaving_now && samples > 0) {
         // Its way of handing off: the gradient went into the stage's average.
-        spdlog::info("worker {}: leaving: its {} samples went into round {}'s average", opt.peer_id,
+        spdlog::info("worker {}: leaving: its {} samples went into step {}'s average", opt.peer_id,
                      samples, r);
         report_event("handoffs", 1);
       }
@@ -195,56 +195,56 @@ StageServer::Impl::RoundEnd StageServer::Impl::average_round(int64_t r, bool lea
     }
     {
       swarm::MutexLock lk(mu);
-      if (stopping) return RoundEnd::Abandoned;
+      if (stopping) return StepEnd::Abandoned;
     }
-    if (averaged) return RoundEnd::Averaged;
+    if (averaged) return StepEnd::Averaged;
   }
-  return RoundEnd::Unaveraged;
+  return StepEnd::Unaveraged;
 }
 
-void StageServer::Impl::advance_round(int64_t r) {
+void StageServer::Impl::advance_step(int64_t r) {
   {
     swarm::MutexLock lk(mu);
-    round = r + 1;
+    step = r + 1;
     samples_done = 0;
     others_samples = 0;
     target_latched = false;
     closing_since = 0;
     fingerprint = model::param_fingerprint(*model);
   }
-  // Then, mu released: the averaging state of rounds more than two behind goes.
+  // Then, mu released: the averaging state of steps more than two behind goes.
   inbox.prune(r);
 }
 
-StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, torch::Tensor& flat,
-                                                                int64_t& samples, int& members,
-                                                                bool& writer) {
-  const int64_t r = round.load();
+StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torch::Tensor& flat,
+                                                               int64_t& samples, int& members,
+                                                               bool& writer) {
+  const int64_t r = step.load();
   const double timeout = opt.spec.timeouts.averaging_seconds;
   planner::Member self{opt.peer_id, opt.host, static_cast<int>(server->port()), samples};
   const double deadline = now_seconds() + timeout;
   auto join = [&] {
-    return until_registry_answers([&] { return registry->join_round(stage.load(), r, attempt, self, timeout / 2); },
+    return until_registry_answers([&] { return registry->join_step(stage.load(), r, attempt, self, timeout / 2); },
                                   deadline);
   };
-  if (!join()) return RoundOutcome::Closed;
+  if (!join()) return StepOutcome::Closed;
   planner::GroupView group;
   auto poll = std::chrono::milliseconds(2);
   while (true) {
-    group = until_registry_answers([&] { return registry->round_group(stage.load(), r, attempt); }, deadline);
+    group = until_registry_answers([&] { return registry->step_group(stage.load(), r, attempt); }, deadline);
     if (group.state == planner::GroupView::Ready) break;
     // A registry restarted since the join does not know the group: join it again there.
-    if (group.state == planner::GroupView::Unknown && !join()) return RoundOutcome::Closed;
-    if (now_seconds() > deadline) return RoundOutcome::Failed;
+    if (group.state == planner::GroupView::Unknown && !join()) return StepOutcome::Closed;
+    if (now_seconds() > deadline) return StepOutcome::Failed;
     std::this_thread::sleep_for(poll);
     poll = std::min(poll * 2, std::chrono::milliseconds(50));
   }
   auto me = std::find_if(group.members.begin(), group.members.end(),
                          [&](const planner::Member& m) { return m.peer_id == opt.peer_id; });
-  if (me == group.members.end()) return RoundOutcome::Closed;
+  if (me == group.members.end()) return StepOutcome::Closed;
   members = static_cast<int>(group.members.size());
   writer = group.leader == opt.peer_id;  // the leader writes the stage's checkpoints
-  if (members == 1) return RoundOutcome::Averaged;
+  if (members == 1) return StepOutcome::Averaged;
   const auto key = std::make_pair(r, attempt);
   if (group.leader == opt.peer_id) {
     std::vector<std::string> ids;
@@ -253,12 +253,12 @@ StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, tor
     flat = result->average;
     samples = result->samples;
     members = result->members;
-    return RoundOutcome::Averaged;
+    return StepOutcome::Averaged;
   }
   const auto& leader = *std::find_if(group.members.begin(), group.members.end(),
                                      [&](const planner::Member& m) { return m.peer_id == group.leader; });
   net::Client client(leader.host, static_cast<uint16_t>(leader.port), opt.secret, client_options);
-  auto push = make_message(net::AveragePush, {{"stage", stage.load()}, {"round", r}, {"attempt", attempt},
+  auto push = make_message(net::AveragePush, {{"stage", stage.load()}, {"step", r}, {"attempt", attempt},
                                               {"samples", samples}, {"peer", opt.peer_id}});
   push.tensors.push_back(to_wire(flat));
   auto reply = client.call(std::move(push), to_ms(std::max(1.0, deadline - now_seconds())));
@@ -270,7 +270,7 @@ StageServer::Impl::RoundOutcome StageServer::Impl::average_once(int attempt, tor
   flat = sum.clone();
   samples = meta_int(meta, "samples");
   members = static_cast<int>(meta_int(meta, "members"));
-  return RoundOutcome::Averaged;
+  return StepOutcome::Averaged;
 }
 
 net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
@@ -279,16 +279,16 @@ net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
   if (requested != stage.load())
     throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
                                 ", got " + std::to_string(requested));
-  const int64_t r = meta_int(meta, "round");
+  const int64_t r = meta_int(meta, "step");
   const int attempt = static_cast<int>(meta_int(meta, "attempt"));
   const int64_t samples = meta_int(meta, "samples");
   if (samples < 0) throw std::invalid_argument("meta.samples: must be >= 0, got " + std::to_string(samples));
   if (request.tensors.size() != 1 || request.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("average: expected one float32 gradient tensor");
   Contribution c{meta_string(meta, "peer"), samples, from_wire(request.tensors[0])};
-  // A push that arrives after the leader closed the round still gets the round's result, so the
+  // A push that arrives after the leader closed the step still gets the step's result, so the
   // late member steps with the same update as everyone else (its own gradient is then lost).
-  const auto result = inbox.contribute(std::make_pair(r, attempt), std::move(c), r < round.load(),
+  const auto result = inbox.contribute(std::make_pair(r, attempt), std::move(c), r < step.load(),
                                        opt.spec.timeouts.averaging_seconds);
   auto reply = make_message(net::AverageReply, {{"samples", result->samples}, {"members", result->members}});
   reply.tensors.push_back(to_wire(result->average));

@@ -4,9 +4,9 @@
 //    parameters AND optimizer state of a live peer of the stage (donor chosen by
 //    planner::choose_donor, so joiners spread over donors). With no live peer it restores the
 //    stage's latest checkpoint; with neither it starts from the seed (and says so loudly).
-//    While joining it announces "joining": trainers do not route to it and averaging rounds do
+//    While joining it announces "joining": trainers do not route to it and averaging steps do
 //    not wait for it.
-//  * Behind: a peer that finds its stage's averaging round closed without it, or sees a peer of
+//  * Behind: a peer that finds its stage's averaging step closed without it, or sees a peer of
 //    its stage two or more steps ahead, drops its local gradients (counted as lost samples: no
 //    stale gradient is ever applied) and downloads the current state again.
 //  * Leave (moved by the rebalancer, or SIGTERM): refuse new forwards, finish the backwards it
@@ -62,7 +62,7 @@ void StageServer::Impl::report_event(const std::string& kind, int64_t count) {
 
 void StageServer::Impl::report_dropped(int s, int64_t r, int64_t lost) {
   if (lost <= 0) return;
-  // One call clears this peer's report of the stale round (the registry must not count it again
+  // One call clears this peer's report of the stale step (the registry must not count it again
   // should this peer die later) and counts the samples lost, unless the registry already did when
   // this peer expired (it was frozen).
   try {
@@ -80,7 +80,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   optimizer = std::make_unique<model::StageOptimizer>(*model, optimizer_config(opt.spec));
   {
     swarm::MutexLock lk(mu);
-    round = 0;
+    step = 0;
     samples_done = others_samples = 0;
     activations.clear();
     target_latched = false;
@@ -95,7 +95,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   // No live peer and no checkpoint: the stage's parameters would restart from initialization.
   // That is right only while the stage never stepped (its initial parameters, from the seed, are
   // then all its state; the stage may be a step behind the others: stages step about together,
-  // each when it has seen the global batch). Once it stepped (the registry's newest round of the
+  // each when it has seen the global batch). Once it stepped (the registry's newest step of the
   // stage is past 0), training on would pair a reset stage with trained ones: the job stops
   // instead (issue 11).
   int64_t own = 0;
@@ -108,24 +108,24 @@ void StageServer::Impl::become_stage(int s, const char* why) {
       break;
   }
   fingerprint = model::param_fingerprint(*model);
-  metrics->set_optimizer_step(s, static_cast<double>(round.load()));
+  metrics->set_optimizer_step(s, static_cast<double>(step.load()));
   ready = true;
   try {
     announce();
   } catch (const std::exception&) {
   }
-  spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, round.load(), why);
+  spdlog::info("worker {}: serving stage {} from step {} ({})", opt.peer_id, s, step.load(), why);
 }
 
-StageServer::Impl::JoinSync StageServer::Impl::sync_on_join(int s, int64_t& step) {
+StageServer::Impl::JoinSync StageServer::Impl::sync_on_join(int s, int64_t& at_step) {
   const double grace = 2 * opt.spec.timeouts.peer_expiry_seconds;
   double lost_since = -1;  // when the registry first said: stepped, and nobody to sync from
   for (;;) {
     bool listed = false;
     if (sync_state(s, 0, true, &listed)) return JoinSync::Synced;
-    step = listed ? stage_newest_round(s) : -1;
-    if (step == 0) return JoinSync::Fresh;
-    if (step > 0) {
+    at_step = listed ? stage_newest_step(s) : -1;
+    if (at_step == 0) return JoinSync::Fresh;
+    if (at_step > 0) {
       const double now = now_seconds();
       if (lost_since < 0) lost_since = now;
       if (now - lost_since >= grace) return JoinSync::Lost;
@@ -137,34 +137,34 @@ StageServer::Impl::JoinSync StageServer::Impl::sync_on_join(int s, int64_t& step
 }
 
 int64_t StageServer::Impl::job_step() {
-  int64_t step = 0;
+  int64_t newest = 0;
   try {
     auto st = registry->stats();
-    if (st.contains("stageRounds") && st["stageRounds"].is_object())
-      for (const auto& [k, v] : st["stageRounds"].items())
-        if (v.is_number_integer()) step = std::max(step, v.get<int64_t>());
+    if (st.contains("stageSteps") && st["stageSteps"].is_object())
+      for (const auto& [k, v] : st["stageSteps"].items())
+        if (v.is_number_integer()) newest = std::max(newest, v.get<int64_t>());
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot read the job's progress: {}", opt.peer_id, e.what());
   }
-  return step;
+  return newest;
 }
 
-int64_t StageServer::Impl::stage_newest_round(int s) {
+int64_t StageServer::Impl::stage_newest_step(int s) {
   try {
     auto st = registry->stats();
     const auto key = std::to_string(s);
-    if (!st.contains("stageRounds") || !st["stageRounds"].is_object() || !st["stageRounds"].contains(key))
-      return 0;  // the registry has seen no round of the stage
-    return st["stageRounds"][key].get<int64_t>();
+    if (!st.contains("stageSteps") || !st["stageSteps"].is_object() || !st["stageSteps"].contains(key))
+      return 0;  // the registry has seen no step of the stage
+    return st["stageSteps"][key].get<int64_t>();
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot read stage {}'s progress: {}", opt.peer_id, s, e.what());
   }
   return -1;
 }
 
-void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
+void StageServer::Impl::fail_stage_reset(int s, int64_t at_step) {
   const std::string message =
-      "stage " + std::to_string(s) + " lost its state at step " + std::to_string(step) +
+      "stage " + std::to_string(s) + " lost its state at step " + std::to_string(at_step) +
       ": it has no live peer and no checkpoint, so it would restart from its initial parameters while the "
       "other stages keep their trained ones. The job stops. Give the job a checkpoint location "
       "(spec.checkpoint.path) or more peers per stage.";
@@ -174,7 +174,7 @@ void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
     failed = true;
     failure_message = message;
     failure_stage = s;
-    failure_step = step;
+    failure_step = at_step;
   }
   ready = false;
   metrics->add_stage_reset();
@@ -184,16 +184,16 @@ void StageServer::Impl::fail_stage_reset(int s, int64_t step) {
 void StageServer::Impl::report_failure() {
   std::string message;
   int s;
-  int64_t step;
+  int64_t at_step;
   {
     swarm::MutexLock lk(mu);
     if (!failed || failure_reported) return;
     message = failure_message;
     s = failure_stage;
-    step = failure_step;
+    at_step = failure_step;
   }
   try {
-    registry->report_failure("StageReset", s, step, message);
+    registry->report_failure("StageReset", s, at_step, message);
     swarm::MutexLock lk(mu);
     failure_reported = true;  // else the heartbeat tries again
   } catch (const std::exception& e) {
@@ -209,24 +209,24 @@ int64_t StageServer::Impl::align_with_swarm(int s) {
   int64_t ahead = 0;
   try {
     for (const auto& p : registry->peers("worker"))
-      if (p.stage != s && serving(p)) ahead = std::max(ahead, p.round);
+      if (p.stage != s && serving(p)) ahead = std::max(ahead, p.step);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: cannot read the swarm's step: {}", opt.peer_id, e.what());
   }
-  if (ahead > round.load()) {
-    round = ahead;
+  if (ahead > step.load()) {
+    step = ahead;
     optimizer->set_step_count(ahead);
   }
   return ahead;
 }
 
-bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints, bool* listed) {
+bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bool* listed) {
   std::vector<planner::PeerLoad> loads;
   std::map<std::string, planner::PeerRecord> by_id;
   if (listed) *listed = false;
   try {
     for (const auto& p : registry->peers("worker", s)) {
-      if (p.peer_id == opt.peer_id || !serving(p) || p.round < min_round) continue;
+      if (p.peer_id == opt.peer_id || !serving(p) || p.step < min_step) continue;
       loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second, false});
       by_id[p.peer_id] = p;
     }
@@ -247,8 +247,8 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints, b
         throw std::runtime_error("unexpected reply to a state request");
       const auto& w = reply.tensors[0];
       model::load_state(std::string(reinterpret_cast<const char*>(w.data), w.nbytes), *model, *optimizer);
-      round = meta_int(parse_meta(reply), "round");
-      spdlog::info("worker {}: downloaded stage {} step {} from {} ({} bytes)", opt.peer_id, s, round.load(),
+      step = meta_int(parse_meta(reply), "step");
+      spdlog::info("worker {}: downloaded stage {} step {} from {} ({} bytes)", opt.peer_id, s, step.load(),
                    donor.peer_id, w.nbytes);
       report_event("state_downloads", 1);
       return true;
@@ -261,12 +261,12 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints, b
   }
   if (checkpoints && !opt.spec.checkpoint.path.empty()) {
     for (const auto& ckpt : list_checkpoints(opt.spec.checkpoint.path, s)) {
-      // A peer re-syncing holds the state of step min_round - 1: an older checkpoint would only
+      // A peer re-syncing holds the state of step min_step - 1: an older checkpoint would only
       // throw steps away.
-      if (ckpt.step < min_round) break;
+      if (ckpt.step < min_step) break;
       try {
         model::load_state(read_checkpoint(ckpt.path), *model, *optimizer);
-        round = ckpt.step;
+        step = ckpt.step;
         spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
                      ckpt.step);
         report_event("checkpoint_restores", 1);
@@ -284,10 +284,10 @@ bool StageServer::Impl::sync_state(int s, int64_t min_round, bool checkpoints, b
 }
 
 void StageServer::Impl::check_behind(const std::vector<planner::PeerRecord>& stage_peers) {
-  const int64_t mine = round.load();
+  const int64_t mine = step.load();
   for (const auto& p : stage_peers) {
-    if (p.peer_id != opt.peer_id && serving(p) && p.round >= mine + 2) {
-      spdlog::warn("worker {}: {} is at step {}, this peer at {}: re-syncing", opt.peer_id, p.peer_id, p.round, mine);
+    if (p.peer_id != opt.peer_id && serving(p) && p.step >= mine + 2) {
+      spdlog::warn("worker {}: {} is at step {}, this peer at {}: re-syncing", opt.peer_id, p.peer_id, p.step, mine);
       resync_requested = true;
       cv.notify_all();
       return;
@@ -312,17 +312,17 @@ void StageServer::Impl::resync() {
   } catch (const std::exception&) {
   }
   const int s = stage.load();
-  const int64_t before = round.load();
+  const int64_t before = step.load();
   // A donor at this peer's own step will do (it holds the same state); a checkpoint of it will
   // not: restored, it would leave the peer where it is.
   if (!sync_state(s, before + 1) && !sync_state(s, before, /*checkpoints=*/false)) {
     // No live peer and no checkpoint is ahead of this peer: its state is the newest of the stage
     // that survives (the peers that went on without it are gone, e.g. it was frozen and they were
-    // killed). Its round is finished in the registry, though; retrying it was refused again and
-    // again, every 25 ms, for good (issue 11). It keeps its parameters and takes up a round number
+    // killed). Its step is finished in the registry, though; retrying it was refused again and
+    // again, every 25 ms, for good (issue 11). It keeps its parameters and takes up a step number
     // the registry has not finished: the stage's newest, or the one after it when that one closed
     // without it too; the steps in between are lost to the stage.
-    const int64_t newest = stage_newest_round(s);
+    const int64_t newest = stage_newest_step(s);
     int64_t target = std::max(newest, align_with_swarm(s));
     if (target <= before) target = before + 1;
     if (before == 0 && newest > 0) {
@@ -332,7 +332,7 @@ void StageServer::Impl::resync() {
       report_dropped(s, before, lost);
       return;
     }
-    round = target;
+    step = target;
     optimizer->set_step_count(target);
     spdlog::warn("worker {}: stage {} has no peer or checkpoint ahead of step {}: this peer's state is the "
                  "newest left; it goes on from step {} ({} steps of the stage lost)",
@@ -342,13 +342,13 @@ void StageServer::Impl::resync() {
   fingerprint = model::param_fingerprint(*model);
   // Last line of defence against a hot loop: a re-sync that ends where the previous one ended
   // waits a moment before the peer serves (and may fall behind) again.
-  if (round.load() == last_resync_round) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  last_resync_round = round.load();
+  if (step.load() == last_resync_step) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  last_resync_step = step.load();
   ready = true;
   report_event("resyncs", 1);
   report_dropped(s, before, lost);
   spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id, s,
-               before, round.load(), lost);
+               before, step.load(), lost);
   cv.notify_all();
 }
 
@@ -367,10 +367,10 @@ bool StageServer::Impl::handoff_gradients() {
   } catch (const std::exception&) {
   }
   for (const auto& p : peers) {
-    if (p.peer_id == opt.peer_id || !serving(p) || p.round != round.load()) continue;
+    if (p.peer_id == opt.peer_id || !serving(p) || p.step != step.load()) continue;
     try {
       net::Client client(p.host, static_cast<uint16_t>(p.port), opt.secret, client_options);
-      auto m = make_message(kGradientHandoff, {{"stage", s}, {"round", round.load()}, {"samples", samples},
+      auto m = make_message(kGradientHandoff, {{"stage", s}, {"step", step.load()}, {"samples", samples},
                                                {"peer", opt.peer_id}});
       m.tensors.push_back(to_wire(flat));
       // Within what is left of a drain's budget: the process must exit before it is killed.
@@ -394,12 +394,12 @@ bool StageServer::Impl::handoff_gradients() {
 
 net::Message StageServer::Impl::do_handoff(Task& task) {
   const auto& m = task.request;
-  const int64_t r = meta_int(task.meta, "round");
+  const int64_t r = meta_int(task.meta, "step");
   const int64_t samples = meta_int(task.meta, "samples");
   if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
   if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
-  if (r != round.load()) throw net::CodedError(net::ErrorCode::RoundClosed, kRoundClosed);
+  if (r != step.load()) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
   if (is_leaving()) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);
@@ -419,7 +419,7 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
     swarm::MutexLock lk(mu);
     samples_done += samples;
   }
-  return make_message(kHandoffReply, {{"accepted", true}, {"round", r}});
+  return make_message(kHandoffReply, {{"accepted", true}, {"step", r}});
 }
 
 void StageServer::Impl::complete_leave() {
@@ -443,7 +443,7 @@ void StageServer::Impl::complete_leave() {
     samples_done = 0;
   }
   try {
-    registry->report_progress(from, round.load(), opt.peer_id, 0, target_samples, 0);
+    registry->report_progress(from, step.load(), opt.peer_id, 0, target_samples, 0);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not clear its progress report: {}", opt.peer_id, e.what());
   }
@@ -474,7 +474,7 @@ void StageServer::Impl::write_checkpoint_now() {
     if (failed) return;  // its parameters are the initial ones, not the stage's: never a checkpoint
   }
   try {
-    auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), round.load(),
+    auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), step.load(),
                                  model::save_state(*model, *optimizer), opt.spec.checkpoint.keep);
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {
@@ -487,7 +487,7 @@ void StageServer::Impl::write_checkpoint_now() {
 
 void StageServer::Impl::maybe_checkpoint(bool writer) {
   if (!writer || opt.spec.checkpoint.path.empty()) return;
-  if (round.load() % opt.spec.checkpoint.every_steps != 0) return;
+  if (step.load() % opt.spec.checkpoint.every_steps != 0) return;
   write_checkpoint_now();
 }
 
@@ -502,8 +502,8 @@ void StageServer::Impl::drain(double seconds) {
     }
   }
   // The drain's budget (the pod's grace period, a reclaim notice): half for the backwards owed,
-  // up to 70 % waiting for the round to average this peer's gradient, the rest to hand it off,
-  // checkpoint and deregister. With no other peer serving the stage there is no round to wait for.
+  // up to 70 % waiting for the step to average this peer's gradient, the rest to hand it off,
+  // checkpoint and deregister. With no other peer serving the stage there is no step to wait for.
   const bool others = others_serve(*registry, opt.peer_id, stage.load());
   {
     swarm::MutexLock lk(mu);
@@ -519,7 +519,7 @@ void StageServer::Impl::drain(double seconds) {
     announce();
   } catch (const std::exception&) {
   }
-  // Waiting for the round only helps while it can still close: stop as soon as no other peer
+  // Waiting for the step only helps while it can still close: stop as soon as no other peer
   // serves the stage (they were stopped too, e.g. the run ended) or the stage's admitted samples
   // stopped growing short of the target (no trainer sends work).
   int64_t last_total = -1;

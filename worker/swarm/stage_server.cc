@@ -108,7 +108,7 @@ void StageServer::start() {
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
   spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads; "
                "started in {:.2f} s ({:.2f} s joining the stage)",
-               I.opt.peer_id, I.stage.load(), I.round.load(), I.opt.host, I.server->port(), I.metrics->port(),
+               I.opt.peer_id, I.stage.load(), I.step.load(), I.opt.host, I.server->port(), I.metrics->port(),
                I.device.str(), I.compute->describe(), torch::get_num_threads(), now_seconds() - t_start,
                now_seconds() - t_join);
 }
@@ -146,8 +146,8 @@ WorkerStatus StageServer::status() const {
   s.stage = I.stage;
   s.ready = I.ready;
   s.failed = I.failed;
-  s.round = I.round;
-  s.samples_in_round = I.samples_done;
+  s.step = I.step;
+  s.samples_in_step = I.samples_done;
   s.queue_length = static_cast<int64_t>(I.queue.size());
   s.activations = static_cast<int64_t>(I.activations.size());
   s.fingerprint = I.fingerprint;
@@ -170,7 +170,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     case net::AveragePush:
       return handle_average_push(std::move(request));
     case net::Ping:
-      return make_message(net::Pong, {{"stage", stage.load()}, {"round", round.load()},
+      return make_message(net::Pong, {{"stage", stage.load()}, {"step", step.load()},
                                       {"queue", queue.size()}, {"peer", opt.peer_id}});
     case net::Forward:
     case net::Backward:
@@ -262,9 +262,9 @@ net::Message StageServer::Impl::do_forward(Task& task) {
     if (stage.load() > 0) input = input.detach().requires_grad_(true);
     out = compute->forward(*model, input);
     // A repeated microbatch id replaces the older activations (a trainer retried the forward).
-    activations.put(meta_string(task.meta, "mb"), input, out, samples, round.load());
+    activations.put(meta_string(task.meta, "mb"), input, out, samples, step.load());
   }
-  auto reply = make_message(net::ForwardReply, {{"round", round.load()}});
+  auto reply = make_message(net::ForwardReply, {{"step", step.load()}});
   // Activations travel as float32 (what check_input accepts), whatever the compute precision.
   reply.tensors.push_back(to_wire(compute->to_host(out, torch::kFloat32)));
   return reply;
@@ -282,11 +282,11 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
   if (eval) {
     torch::NoGradGuard no_grad;
     auto loss = model->loss(compute->forward(*model, input), targets);
-    return make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
+    return make_message(net::ForwardBackwardReply, {{"step", step.load()}, {"loss", loss.item<double>()}});
   }
   input = input.detach().requires_grad_(true);
   auto loss = model->loss(compute->forward(*model, input), targets);
-  // Gradients are summed over samples here and divided by the round's total at averaging time,
+  // Gradients are summed over samples here and divided by the step's total at averaging time,
   // so microbatches of any size and any number of peers weigh exactly by their samples. With fp16
   // the backward is loss-scaled and the gradients unscaled before they accumulate.
   compute->backward_loss(*model, loss * static_cast<double>(samples), input);
@@ -295,7 +295,7 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
     samples_done += samples;
   }
   capacity.add_completed(samples);
-  auto reply = make_message(net::ForwardBackwardReply, {{"round", round.load()}, {"loss", loss.item<double>()}});
+  auto reply = make_message(net::ForwardBackwardReply, {{"step", step.load()}, {"loss", loss.item<double>()}});
   reply.tensors.push_back(to_wire(compute->to_host(input.grad(), torch::kFloat32)));
   return reply;
 }
@@ -311,7 +311,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
   bool found = false;
   if (auto kept = activations.take(mb)) {
     act = std::move(*kept);
-    found = act.round == round.load();
+    found = act.step == step.load();
   }
   if (!found) {
     if (m.tensors.size() < 2) throw net::CodedError(net::ErrorCode::ActivationMissing, kActivationMissing);
@@ -330,7 +330,7 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     samples_done += samples;
   }
   capacity.add_completed(samples);
-  auto reply = make_message(net::BackwardReply, {{"round", round.load()}, {"recomputed", !found}});
+  auto reply = make_message(net::BackwardReply, {{"step", step.load()}, {"recomputed", !found}});
   if (stage.load() > 0) reply.tensors.push_back(to_wire(compute->to_host(act.input.grad(), torch::kFloat32)));
   return reply;
 }
@@ -339,7 +339,7 @@ net::Message StageServer::Impl::do_state(Task&) {
   auto bytes = model::save_state(*model, *optimizer);
   auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
   std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-  auto reply = make_message(net::StateReply, {{"round", round.load()}, {"stage", stage.load()}});
+  auto reply = make_message(net::StateReply, {{"step", step.load()}, {"stage", stage.load()}});
   reply.tensors.push_back(to_wire(t));
   return reply;
 }
@@ -371,7 +371,7 @@ bool StageServer::Impl::admission_open_locked() const {
 std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
   bool held = false;
   auto task = queue.take(leaving, admission_open_locked(), &held);
-  if (held && closing_since == 0) closing_since = now_seconds();  // the round stopped admitting
+  if (held && closing_since == 0) closing_since = now_seconds();  // the step stopped admitting
   return task;
 }
 
@@ -388,7 +388,7 @@ void StageServer::Impl::compute_loop() {
       swarm::MutexLock lk(mu);
       // The timeout bounds how late activation expiry and the drain deadline are noticed.
       cv.wait_for(mu, std::chrono::milliseconds(50), [&]() REQUIRES(mu) {
-        return stopping || round_due_locked() || queue.has_eligible(leaving, admission_open_locked()) ||
+        return stopping || step_due_locked() || queue.has_eligible(leaving, admission_open_locked()) ||
                resync_requested || (move_to >= 0 && !leaving);
       });
       if (stopping || left) break;
@@ -397,7 +397,7 @@ void StageServer::Impl::compute_loop() {
       activations.expire();
       expire_queued_forwards();
       drop_overdue_activations_locked(now);
-      if (!round_due_locked()) task = next_task_locked();
+      if (!step_due_locked()) task = next_task_locked();
       metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
     }
     if (!task) {
@@ -423,21 +423,21 @@ void StageServer::Impl::start_leave_locked(double now) {
 void StageServer::Impl::drop_overdue_activations_locked(double now) {
   const bool reached =
       target_latched || others_samples + samples_done + activations.samples() >= target_samples;
-  // Backwards of a closing round that never come (their trainer was killed) must not hold
+  // Backwards of a closing step that never come (their trainer was killed) must not hold
   // the step: their activations are dropped, and a late backward recomputes the forward. The
   // wait is shorter than the stage's averaging gather window (half the averaging timeout,
   // from its first join): waiting longer, the peers that were due would average without this
-  // one and its whole gradient of the round would be lost (a trainer kill cost a re-sync).
+  // one and its whole gradient of the step would be lost (a trainer kill cost a re-sync).
   const double owed_wait =
       std::min(opt.spec.timeouts.backward_seconds, opt.spec.timeouts.averaging_seconds / 4);
   if (reached && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
-    spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the round's "
+    spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the step's "
                  "close",
                  opt.peer_id, activations.size(), owed_wait);
     activations.clear();
   }
   // A leaving peer waits for owed backwards only until its leave deadline; one that never came
-  // (its trainer retried the microbatch elsewhere) must not keep it out of the round it holds
+  // (its trainer retried the microbatch elsewhere) must not keep it out of the step it holds
   // gradient for. A late backward recomputes on another peer of the stage.
   if (leaving && !activations.empty() && now > leave_deadline) {
     spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
@@ -448,19 +448,19 @@ void StageServer::Impl::drop_overdue_activations_locked(double now) {
 
 bool StageServer::Impl::leave_ready_locked(double now) const {
   const bool owes = !activations.empty() && now <= leave_deadline;
-  // A leaving peer holding gradient of this round averages it with the stage on its way
-  // out (the stage waits for it: planner/round_book.h): handing it to a peer that is
-  // already averaging would come too late. Only a round that does not close in time
+  // A leaving peer holding gradient of this step averages it with the stage on its way
+  // out (the stage waits for it: planner/step_book.h): handing it to a peer that is
+  // already averaging would come too late. Only a step that does not close in time
   // makes it hand off (complete_leave).
-  const bool awaits_round = samples_done > 0 && now < handoff_at;
-  return leaving && queue.empty() && !owes && !awaits_round;
+  const bool awaits_step = samples_done > 0 && now < handoff_at;
+  return leaving && queue.empty() && !owes && !awaits_step;
 }
 
 void StageServer::Impl::idle_step() {
   bool due, leave_now;
   {
     swarm::MutexLock lk(mu);
-    due = round_due_locked();
+    due = step_due_locked();
     leave_now = leave_ready_locked(now_seconds());
   }
   if (resync_requested.exchange(false)) {
@@ -470,7 +470,7 @@ void StageServer::Impl::idle_step() {
     // stage, so all of them skip an overflow together and update their loss scale alike.
     const auto* stepped_by = optimizer.get();
     const int64_t steps = optimizer->step_count(), skipped = optimizer->skipped_steps();
-    finish_round();
+    finish_step();
     if (optimizer.get() == stepped_by && optimizer->step_count() > steps)
       compute->after_step(optimizer->skipped_steps() > skipped);
     publish_compute_metrics();
@@ -531,7 +531,7 @@ void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
     else if (leaving) rec.state = planner::PeerState::Draining;
     else if (closing_since > 0) rec.state = planner::PeerState::Averaging;
     else rec.state = planner::PeerState::Serving;
-    rec.round = round;
+    rec.step = step;
     rec.queue_length = static_cast<int64_t>(queue.size());
   }
   auto reply = registry->announce(rec);

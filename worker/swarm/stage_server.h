@@ -37,8 +37,8 @@ struct WorkerStatus {
   int stage = -1;
   bool ready = false;             // serving (not joining, re-syncing or moving)
   bool failed = false;            // its stage came back without its state after the job trained
-  int64_t round = 0;              // optimizer steps taken
-  int64_t samples_in_round = 0;   // samples whose gradients are accumulated, not yet applied
+  int64_t step = 0;               // optimizer steps taken
+  int64_t samples_in_step = 0;    // samples whose gradients are accumulated, not yet applied
   int64_t queue_length = 0;
   int64_t activations = 0;        // forwards awaiting their backward
   uint64_t fingerprint = 0;       // hash of the parameters (peers of a stage must agree)

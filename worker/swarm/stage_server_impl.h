@@ -1,10 +1,10 @@
 // Internal state of StageServer, shared by stage_server.cc (requests, compute loop),
-// stage_averaging.cc (the end-of-round gradient all-reduce) and stage_membership.cc (join, resync,
+// stage_averaging.cc (the end-of-step gradient all-reduce) and stage_membership.cc (join, resync,
 // leave). Not part of the public API.
 //
 // Impl orchestrates; its parts keep their own state under their own lock: the request queue
 // (request_queue.h), the activations kept for backwards (activation_store.h), the capacity
-// reading (capacity_meter.h) and the averaging inbox of a round's leader (averaging_inbox.h).
+// reading (capacity_meter.h) and the averaging inbox of a step's leader (averaging_inbox.h).
 // Lock order: Impl::mu, then a part's lock (a part never calls out with its lock held).
 #pragma once
 
@@ -50,20 +50,20 @@ struct StageServer::Impl {
   // queued forwards whose caller gave up), drop_overdue_activations_locked; then, with mu
   // released, serve_task, or idle_step when there was no task.
   void start_leave_locked(double now) REQUIRES(mu);  // stop taking forwards; owed backwards until a deadline
-  // Drops the activations whose backward is overdue: a closing round's, after a wait shorter than
+  // Drops the activations whose backward is overdue: a closing step's, after a wait shorter than
   // the stage's gather window, and a leaving peer's, after its leave deadline.
   void drop_overdue_activations_locked(double now) REQUIRES(mu);
   void serve_task(Task& task);  // runs it, answers its caller, records metrics
-  // Re-syncs when asked, else finishes a due round (averaging + optimizer step), else completes a
+  // Re-syncs when asked, else finishes a due step (averaging + optimizer step), else completes a
   // leave that is ready. Takes mu itself.
   void idle_step() EXCLUDES(mu);
-  bool leave_ready_locked(double now) const REQUIRES(mu);  // leaving, nothing queued or owed, no round awaited
-  std::shared_ptr<Task> next_task_locked() REQUIRES(mu);  // from the queue; marks the round closing
-  bool admission_open_locked() const REQUIRES(mu);  // the round still admits new forwards
+  bool leave_ready_locked(double now) const REQUIRES(mu);  // leaving, nothing queued or owed, no step awaited
+  std::shared_ptr<Task> next_task_locked() REQUIRES(mu);  // from the queue; marks the step closing
+  bool admission_open_locked() const REQUIRES(mu);  // the step still admits new forwards
   bool is_leaving() const EXCLUDES(mu);  // `leaving`, read under mu (drain() sets it from another thread)
   // Answers with an error, without computing, the queued forwards whose caller has given up
   // (RequestQueue::expire_waiting): computed, they would leave activations whose backward never
-  // comes, and the round would wait the backward timeout for them.
+  // comes, and the step would wait the backward timeout for them.
   void expire_queued_forwards();
   void heartbeat_loop();
   // Heartbeat; the state is the peer's own (failed, joining, draining, averaging, serving) unless given.
@@ -72,24 +72,24 @@ struct StageServer::Impl {
 
   // --- membership (stage_membership.cc): join, resync, leave, move, checkpoints ---
   void become_stage(int s, const char* why);  // new model for stage s, then sync_state
-  // From a live donor at min_round or later, else (with `checkpoints`) the latest checkpoint of
-  // at least min_round. `listed` (optional): whether the registry answered the peer listing; when
+  // From a live donor at min_step or later, else (with `checkpoints`) the latest checkpoint of
+  // at least min_step. `listed` (optional): whether the registry answered the peer listing; when
   // it did not, a false return says nothing about the stage.
-  bool sync_state(int s, int64_t min_round, bool checkpoints = true, bool* listed = nullptr);
+  bool sync_state(int s, int64_t min_step, bool checkpoints = true, bool* listed = nullptr);
   // become_stage's sync, with an answer that can be trusted: Synced, Fresh (the stage never
   // stepped: its initial parameters are its state), Lost (it stepped, and no live peer or
-  // checkpoint has its state; `step` says where) or Stopping. A listing the registry did not answer
+  // checkpoint has its state; `at_step` says where) or Stopping. A listing the registry did not answer
   // (unreachable or slow, as while its pod starts) is asked again; a stage that stepped gives a
   // live peer that missed its heartbeats (a loaded node) two peer-expiry periods to show up.
   enum class JoinSync { Synced, Fresh, Lost, Stopping };
-  JoinSync sync_on_join(int s, int64_t& step);
+  JoinSync sync_on_join(int s, int64_t& at_step);
   int64_t align_with_swarm(int s);            // take up the other stages' step number
-  int64_t job_step();                         // the newest round any stage reached (registry)
-  // The newest round of stage s in the registry (0: none yet); -1 when the registry did not answer.
-  int64_t stage_newest_round(int s);
+  int64_t job_step();                         // the newest step any stage reached (registry)
+  // The newest step of stage s in the registry (0: none yet); -1 when the registry did not answer.
+  int64_t stage_newest_step(int s);
   // The stage came back without its state after the job trained: stop serving, say so (log,
   // swarm_stage_reset_total, the registry's "failure": the job stops).
-  void fail_stage_reset(int s, int64_t step);
+  void fail_stage_reset(int s, int64_t at_step);
   void report_failure();                      // to the registry; retried by the heartbeat
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
@@ -98,24 +98,24 @@ struct StageServer::Impl {
   void write_checkpoint_now();
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
   void report_event(const std::string& kind, int64_t count);
-  void report_dropped(int s, int64_t r, int64_t lost);  // samples of round r's gradient dropped
+  void report_dropped(int s, int64_t r, int64_t lost);  // samples of step r's gradient dropped
   void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
 
   // --- averaging (stage_averaging.cc) ---
-  bool round_due_locked() const REQUIRES(mu);  // global batch reached, drain done
+  bool step_due_locked() const REQUIRES(mu);  // global batch reached, drain done
   void progress_loop();                    // reports samples to the coordinator, watches the latch
-  void finish_round();                     // all-reduce + optimizer step; compute thread only
-  enum class RoundOutcome { Averaged, Closed, Failed };
-  // How finish_round's attempts at averaging ended: Averaged (flat, samples hold the stage's sum),
-  // Unaveraged (no group formed in any attempt: step on the local gradient), Abandoned (the round
+  void finish_step();                      // all-reduce + optimizer step; compute thread only
+  enum class StepOutcome { Averaged, Closed, Failed };
+  // How finish_step's attempts at averaging ended: Averaged (flat, samples hold the stage's sum),
+  // Unaveraged (no group formed in any attempt: step on the local gradient), Abandoned (the step
   // closed without this peer, which re-synced, or the peer is stopping: no step).
-  enum class RoundEnd { Averaged, Unaveraged, Abandoned };
-  // Steps of finish_round, on the compute thread with no lock held.
-  RoundEnd average_round(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
-                         int& members, bool& writer);
-  void advance_round(int64_t r);  // round r stepped: start round r + 1 (mu), prune the inbox
-  RoundOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
-                            bool& wrote_as_leader);
+  enum class StepEnd { Averaged, Unaveraged, Abandoned };
+  // The parts of finish_step, on the compute thread with no lock held.
+  StepEnd average_step(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
+                       int& members, bool& writer);
+  void advance_step(int64_t r);  // step r taken: start step r + 1 (mu), prune the inbox
+  StepOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
+                           bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
 
   WorkerOptions opt;
@@ -136,19 +136,19 @@ struct StageServer::Impl {
   RequestQueue queue{now_seconds};
   ActivationStore activations;  // its samples(): admitted forwards owed a backward
   CapacityMeter capacity{now_seconds};
-  AveragingInbox inbox{now_seconds};  // the gradients pushed to this peer as a round's leader
+  AveragingInbox inbox{now_seconds};  // the gradients pushed to this peer as a step's leader
 
-  // cv: the compute loop waits on it (with mu) for work, a due round or a stop.
+  // cv: the compute loop waits on it (with mu) for work, a due step or a stop.
   mutable swarm::Mutex mu;
   swarm::CondVar cv;
-  int64_t samples_done GUARDED_BY(mu) = 0;     // backward samples accumulated this round (local)
-  int64_t others_samples GUARDED_BY(mu) = 0;   // other peers' admitted samples this round, from the coordinator
+  int64_t samples_done GUARDED_BY(mu) = 0;     // backward samples accumulated this step (local)
+  int64_t others_samples GUARDED_BY(mu) = 0;   // other peers' admitted samples this step, from the coordinator
   bool target_latched GUARDED_BY(mu) = false;  // the coordinator says the stage reached the global batch
-  double closing_since GUARDED_BY(mu) = 0;     // when this round stopped admitting forwards (0 = open)
+  double closing_since GUARDED_BY(mu) = 0;     // when this step stopped admitting forwards (0 = open)
   bool stopping GUARDED_BY(mu) = false;
   bool leaving GUARDED_BY(mu) = false;         // refusing new forwards: moving to another stage or draining
   double leave_deadline GUARDED_BY(mu) = 0;    // owed backwards are given up after this
-  double handoff_at GUARDED_BY(mu) = 0;        // a leaving peer holding gradient stops waiting for its round
+  double handoff_at GUARDED_BY(mu) = 0;        // a leaving peer holding gradient stops waiting for its step
   double drain_ends GUARDED_BY(mu) = 0;        // a draining peer's budget (SIGTERM) ends: 0 when moving stages
   bool left GUARDED_BY(mu) = false;            // drain finished (compute thread exits)
   bool exiting GUARDED_BY(mu) = false;         // draining to exit (SIGTERM): never moves to another stage
@@ -160,9 +160,9 @@ struct StageServer::Impl {
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
   std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
   std::atomic<bool> resync_requested{false};
-  int64_t last_resync_round = -1;  // where the last re-sync ended; compute thread only
+  int64_t last_resync_step = -1;  // where the last re-sync ended; compute thread only
   std::atomic<bool> ready{false};  // serving (false while joining/resyncing)
-  std::atomic<int64_t> round{0};
+  std::atomic<int64_t> step{0};
   std::atomic<int64_t> processed{0};
   std::atomic<uint64_t> fingerprint{0};
 

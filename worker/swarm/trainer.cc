@@ -67,7 +67,7 @@ struct Trainer::Impl {
         stages(opt.spec.pipeline.stages),
         dataset(data::TextDataset::load(opt.spec.training.dataset.path)),
         sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
-        stage_round(stages) {
+        stage_step(stages) {
     if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
     if (opt.eval_batches < 0) opt.eval_batches = static_cast<int>(opt.spec.training.eval_batches);
     planner::RouterOptions ro;
@@ -75,7 +75,7 @@ struct Trainer::Impl {
     ro.backward_weight = opt.spec.trainers.routing.backward_weight;
     ro.explore_peer_seconds = opt.spec.trainers.routing.explore_peer_seconds;
     for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
-    for (auto& r : stage_round) r = 0;
+    for (auto& r : stage_step) r = 0;
     peers_per_stage.assign(stages, 0);
     client_options.connect_timeout = to_ms(opt.spec.timeouts.connect_seconds);
   }
@@ -100,17 +100,17 @@ struct Trainer::Impl {
   bool wait_for_peers(const std::atomic<bool>& stop);
   // The training lanes (inflight_microbatches threads) until max steps, max seconds or `stop`.
   void train(const std::atomic<bool>& stop);
-  int64_t min_round() const {
+  int64_t min_step() const {
     int64_t m = INT64_MAX;
-    for (const auto& r : stage_round) m = std::min<int64_t>(m, r.load());
+    for (const auto& r : stage_step) m = std::min<int64_t>(m, r.load());
     return m;
   }
   TrainerReport snapshot();
-  void note_round(int stage, const net::Message& reply) {
+  void note_step(int stage, const net::Message& reply) {
     auto meta = parse_meta(reply);
-    int64_t r = meta_int(meta, "round", 0);
-    int64_t cur = stage_round[stage].load();
-    while (r > cur && !stage_round[stage].compare_exchange_weak(cur, r)) {
+    int64_t r = meta_int(meta, "step", 0);
+    int64_t cur = stage_step[stage].load();
+    while (r > cur && !stage_step[stage].compare_exchange_weak(cur, r)) {
     }
   }
 
@@ -128,7 +128,7 @@ struct Trainer::Impl {
   std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients GUARDED_BY(peers_mu);  // id -> (endpoint, client)
   std::vector<int> peers_per_stage GUARDED_BY(peers_mu);
 
-  std::vector<std::atomic<int64_t>> stage_round;
+  std::vector<std::atomic<int64_t>> stage_step;
   std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
   uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;
   uint64_t bytes_received GUARDED_BY(peers_mu) = 0;
@@ -160,8 +160,8 @@ void Trainer::Impl::announce() {
   if (rec.host == "0.0.0.0") rec.host = "127.0.0.1";
   rec.metrics_port = metrics ? metrics->port() : 0;
   rec.state = train_started > 0 ? planner::PeerState::Serving : planner::PeerState::Joining;
-  const int64_t step = min_round();
-  rec.round = step == INT64_MAX ? 0 : step;
+  const int64_t step = min_step();
+  rec.step = step == INT64_MAX ? 0 : step;
   const double elapsed = train_started > 0 ? now_seconds() - train_started : 0;
   rec.samples_per_second = elapsed > 0 ? static_cast<double>(samples.load()) / elapsed : 0;
   {
@@ -258,7 +258,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       const double dt = now_seconds() - t0;
       routers[stage]->report_success(*peer, op, samples, dt, now_seconds());
       metrics->observe_request(stage, op_label, dt, samples);
-      note_round(stage, reply);
+      note_step(stage, reply);
       if (used) *used = *peer;
       return reply;
     } catch (const net::RemoteError& e) {
@@ -379,7 +379,7 @@ TrainerReport Trainer::Impl::snapshot() {
   r.requests_retried = retried;
   r.microbatches_lost = lost;
   r.samples_recomputed = recomputed;
-  for (const auto& s : stage_round) r.stage_steps.push_back(s.load());
+  for (const auto& s : stage_step) r.stage_steps.push_back(s.load());
   r.steps = *std::min_element(r.stage_steps.begin(), r.stage_steps.end());
   {
     swarm::MutexLock lk(peers_mu);
@@ -455,7 +455,7 @@ void Trainer::Impl::train(const std::atomic<bool>& stop) {
   const double deadline = opt.max_seconds > 0 ? train_started + opt.max_seconds : 0;
   std::atomic<uint64_t> seq{0};
   auto keep_going = [&] {
-    return !stop && min_round() < opt.max_steps && (deadline == 0 || now_seconds() < deadline);
+    return !stop && min_step() < opt.max_steps && (deadline == 0 || now_seconds() < deadline);
   };
   std::vector<std::thread> lanes;
   for (int i = 0; i < opt.spec.trainers.inflight_microbatches; ++i) {
@@ -505,7 +505,7 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   }
   I.train(stop);
   I.withdraw();
-  I.finished = I.min_round() >= I.opt.max_steps;
+  I.finished = I.min_step() >= I.opt.max_steps;
   if (!stop) {
     try {
       I.eval_loss = I.evaluate();

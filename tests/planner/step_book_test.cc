@@ -1,4 +1,4 @@
-#include "planner/round_book.h"
+#include "planner/step_book.h"
 
 #include <gtest/gtest.h>
 
@@ -35,11 +35,11 @@ PeerTable table_with(std::initializer_list<const char*> workers, int stage = 0) 
   return t;
 }
 
-TEST(RoundBookProgress, SumsLatestValuePerPeer) {
+TEST(StepBookProgress, SumsLatestValuePerPeer) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   ProgressView v = book.report_progress(0, 3, "a", 10, 100, t, 1);
-  EXPECT_EQ(v.round, 3);
+  EXPECT_EQ(v.step, 3);
   EXPECT_EQ(v.samples_total, 10);
   EXPECT_EQ(v.target, 100);
   EXPECT_FALSE(v.target_reached);
@@ -54,9 +54,9 @@ TEST(RoundBookProgress, SumsLatestValuePerPeer) {
   EXPECT_FALSE(v.target_reached);
 }
 
-TEST(RoundBookProgress, AdmittedWorkCountsTowardsTheTarget) {
+TEST(StepBookProgress, AdmittedWorkCountsTowardsTheTarget) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   // a finished 8 samples and holds 24 more in flight; b finished 16 and holds 8.
   auto v = book.report_progress(0, 1, "a", 8, 64, t, 0, 32);
   EXPECT_EQ(v.samples_total, 32);
@@ -76,36 +76,36 @@ TEST(RoundBookProgress, AdmittedWorkCountsTowardsTheTarget) {
   EXPECT_EQ(book.abandon(0, "a"), 8);
 }
 
-TEST(RoundBookProgress, StagesAndRoundsAreSeparate) {
+TEST(StepBookProgress, StagesAndStepsAreSeparate) {
   PeerTable t = table_with({"a", "b"});
   t.upsert(worker("c", 1), 0);
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 3, "a", 10, 100, t, 1);
   EXPECT_EQ(book.report_progress(0, 4, "b", 7, 100, t, 1).samples_total, 7);
   EXPECT_EQ(book.report_progress(1, 3, "c", 5, 100, t, 1).samples_total, 5);
   EXPECT_EQ(book.report_progress(0, 3, "b", 1, 100, t, 1).samples_total, 11);
 }
 
-TEST(RoundBookProgress, TargetLatches) {
+TEST(StepBookProgress, TargetLatches) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 0, "a", 60, 100, t, 1);
   ProgressView v = book.report_progress(0, 0, "b", 40, 100, t, 1);
   EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
 
-  // b dies: the total drops below the target, but the round stays reached for everyone.
+  // b dies: the total drops below the target, but the step stays reached for everyone.
   t.upsert(worker("a", 0), 5);
   v = book.report_progress(0, 0, "a", 60, 100, t, 10.5);
   EXPECT_EQ(v.samples_total, 60);
   EXPECT_TRUE(v.target_reached);
-  // A later round starts fresh.
+  // A later step starts fresh.
   EXPECT_FALSE(book.report_progress(0, 1, "a", 0, 100, t, 10.5).target_reached);
 }
 
-TEST(RoundBookProgress, DeadPeersSamplesLeaveTheTotal) {
+TEST(StepBookProgress, DeadPeersSamplesLeaveTheTotal) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 0, "a", 30, 100, t, 1);
   EXPECT_EQ(book.report_progress(0, 0, "b", 20, 100, t, 1).samples_total, 50);
   t.upsert(worker("a", 0), 5);  // a heartbeats, b does not
@@ -116,9 +116,9 @@ TEST(RoundBookProgress, DeadPeersSamplesLeaveTheTotal) {
   EXPECT_EQ(book.report_progress(0, 0, "ghost", 1000, 100, t, 12).samples_total, 0);
 }
 
-TEST(RoundBookGroup, UnknownUntilFirstJoin) {
+TEST(StepBookGroup, UnknownUntilFirstJoin) {
   PeerTable t = table_with({"a"});
-  RoundBook book;
+  StepBook book;
   GroupView g = book.group(0, 0, 0, t, 0);
   EXPECT_EQ(g.state, GroupView::Unknown);
   EXPECT_TRUE(g.members.empty());
@@ -126,14 +126,14 @@ TEST(RoundBookGroup, UnknownUntilFirstJoin) {
   EXPECT_STREQ(to_string(g.state), "unknown");
 }
 
-TEST(RoundBookGroup, ReadyWhenAllLiveWorkersJoined) {
+TEST(StepBookGroup, ReadyWhenAllLiveWorkersJoined) {
   PeerTable t = table_with({"c", "a", "b"});
   t.upsert(worker("other-stage", 1), 0);
   PeerRecord tr;
   tr.peer_id = "trainer";
   tr.role = "trainer";
   t.upsert(tr, 0);
-  RoundBook book;
+  StepBook book;
   EXPECT_EQ(book.join(0, 2, 0, member("c", 3), 30, 1), JoinResult::Joined);
   EXPECT_EQ(book.join(0, 2, 0, member("a", 1), 30, 1.1), JoinResult::Joined);
   GroupView g = book.group(0, 2, 0, t, 1.2);
@@ -150,12 +150,12 @@ TEST(RoundBookGroup, ReadyWhenAllLiveWorkersJoined) {
   EXPECT_EQ(g.members[2].host, "h-c");
 }
 
-TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
+TEST(StepBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord leaving = worker("b", 0);
   leaving.state = PeerState::Draining;  // moved by the rebalancer or preempted: it hands off instead
   t.upsert(leaving, 0);
-  RoundBook book;
+  StepBook book;
   EXPECT_EQ(book.join(0, 1, 0, member("a", 8), 30, 1), JoinResult::Joined);
   GroupView g = book.group(0, 1, 0, t, 1.1);  // long before the 30-s window ends
   EXPECT_EQ(g.state, GroupView::Ready);
@@ -166,15 +166,15 @@ TEST(RoundBookGroup, ADrainingPeerDoesNotHoldTheGroupOpen) {
   EXPECT_EQ(book.group(0, 2, 0, t, 1.1).state, GroupView::Gathering);
 }
 
-// A draining peer that admitted samples this round holds a gradient the stage counted toward
+// A draining peer that admitted samples this step holds a gradient the stage counted toward
 // the target: the group waits for it (it joins on its way out), so its samples are averaged
 // instead of handed to a peer that is already averaging without them.
-TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
+TEST(StepBookGroup, ADrainingPeerHoldingSamplesOfTheStepIsWaitedFor) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord leaving = worker("b", 0);
   leaving.state = PeerState::Draining;
   t.upsert(leaving, 0);
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 1, "a", 8, 16, t, 1);
   book.report_progress(0, 1, "b", 8, 16, t, 1);
   EXPECT_EQ(book.join(0, 1, 0, member("a", 8), 30, 1), JoinResult::Joined);
@@ -192,16 +192,16 @@ TEST(RoundBookGroup, ADrainingPeerHoldingSamplesOfTheRoundIsWaitedFor) {
 
 // A joining peer (state download in progress, from a peer of this very group) and a failed peer
 // hold no gradient: the group does not wait for them. Seen on a cluster: a reclaimed worker's
-// replacement, joining, held its stage's round for the 15-s window while its state request sat
-// queued behind that round on the donor.
-TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
+// replacement, joining, held its stage's step for the 15-s window while its state request sat
+// queued behind that step on the donor.
+TEST(StepBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
   for (PeerState state : {PeerState::Joining, PeerState::Failed}) {
     SCOPED_TRACE(to_string(state));
     PeerTable t = table_with({"a", "b"});
     PeerRecord newcomer = worker("b", 0);
     newcomer.state = state;
     t.upsert(newcomer, 0);
-    RoundBook book;
+    StepBook book;
     EXPECT_EQ(book.join(0, 1, 0, member("a", 16), 30, 1), JoinResult::Joined);
     GroupView g = book.group(0, 1, 0, t, 1.1);
     EXPECT_EQ(g.state, GroupView::Ready);
@@ -214,14 +214,14 @@ TEST(RoundBookGroup, AJoiningOrFailedPeerDoesNotHoldTheGroupOpen) {
 }
 
 // A newcomer serves before the registry hears its next heartbeat: still "joining" there, it has
-// already reported samples of the round. Leaving it out would close the round on its gradient
-// (a re-sync, samples lost: FaultMatrix.WorkersGivenAReclaimNoticeMidRoundLoseNoSample).
-TEST(RoundBookGroup, AJoiningPeerThatReportedSamplesOfTheRoundIsWaitedFor) {
+// already reported samples of the step. Leaving it out would close the step on its gradient
+// (a re-sync, samples lost: FaultMatrix.WorkersGivenAReclaimNoticeMidStepLoseNoSample).
+TEST(StepBookGroup, AJoiningPeerThatReportedSamplesOfTheStepIsWaitedFor) {
   PeerTable t = table_with({"a", "b"});
   PeerRecord newcomer = worker("b", 0);
   newcomer.state = PeerState::Joining;
   t.upsert(newcomer, 0);
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 1, "b", 4, 64, t, 1);
   EXPECT_EQ(book.join(0, 1, 0, member("a", 16), 30, 1), JoinResult::Joined);
   EXPECT_EQ(book.group(0, 1, 0, t, 1.1).state, GroupView::Gathering);
@@ -238,9 +238,9 @@ TEST(RoundBookGroup, AJoiningPeerThatReportedSamplesOfTheRoundIsWaitedFor) {
   EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
 }
 
-TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
+TEST(StepBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   PeerTable t = table_with({"a", "b", "c"});
-  RoundBook book;
+  StepBook book;
   book.join(0, 0, 0, member("b"), 5, 1);
   book.join(0, 0, 0, member("c"), 99, 2);  // the first join fixed the window
   EXPECT_EQ(book.group(0, 0, 0, t, 5.9).state, GroupView::Gathering);
@@ -250,9 +250,9 @@ TEST(RoundBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
   EXPECT_EQ(g.leader, "b");
 }
 
-TEST(RoundBookGroup, LateJoinGetsClosedAndReadyIsImmutable) {
+TEST(StepBookGroup, LateJoinGetsClosedAndReadyIsImmutable) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   book.join(0, 0, 0, member("a"), 5, 0);
   book.join(0, 0, 0, member("b"), 5, 0);
   ASSERT_EQ(book.group(0, 0, 0, t, 0.5).state, GroupView::Ready);
@@ -267,9 +267,9 @@ TEST(RoundBookGroup, LateJoinGetsClosedAndReadyIsImmutable) {
   EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
 }
 
-TEST(RoundBookGroup, JoinAfterWindowIsClosedEvenBeforeAnyoneLooks) {
+TEST(StepBookGroup, JoinAfterWindowIsClosedEvenBeforeAnyoneLooks) {
   PeerTable t = table_with({"a", "b", "c"});
-  RoundBook book;
+  StepBook book;
   book.join(0, 0, 0, member("a"), 5, 0);
   EXPECT_EQ(book.join(0, 0, 0, member("b"), 5, 5), JoinResult::Closed);
   GroupView g = book.group(0, 0, 0, t, 6);
@@ -277,9 +277,9 @@ TEST(RoundBookGroup, JoinAfterWindowIsClosedEvenBeforeAnyoneLooks) {
   EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
 }
 
-TEST(RoundBookGroup, DeadJoinerIsLeftOutAndDoesNotBlock) {
+TEST(StepBookGroup, DeadJoinerIsLeftOutAndDoesNotBlock) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   book.join(0, 0, 0, member("a"), 60, 0);
   t.upsert(worker("a", 0), 9);
   book.join(0, 0, 0, member("b"), 60, 9);
@@ -289,9 +289,9 @@ TEST(RoundBookGroup, DeadJoinerIsLeftOutAndDoesNotBlock) {
   EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a"}));
 }
 
-TEST(RoundBookGroup, AttemptsAreSeparateGroups) {
+TEST(StepBookGroup, AttemptsAreSeparateGroups) {
   PeerTable t = table_with({"a", "b", "c"});
-  RoundBook book;
+  StepBook book;
   book.join(0, 0, 0, member("a"), 5, 0);
   book.join(0, 0, 0, member("b"), 5, 0);
   ASSERT_EQ(book.group(0, 0, 0, t, 5).state, GroupView::Ready);
@@ -307,9 +307,9 @@ TEST(RoundBookGroup, AttemptsAreSeparateGroups) {
   EXPECT_EQ(book.group(0, 0, 2, t, 6).state, GroupView::Unknown);
 }
 
-TEST(RoundBookGroup, SinglePeerStage) {
+TEST(StepBookGroup, SinglePeerStage) {
   PeerTable t = table_with({"solo"});
-  RoundBook book;
+  StepBook book;
   EXPECT_EQ(book.join(0, 0, 0, member("solo", 42), 30, 0), JoinResult::Joined);
   GroupView g = book.group(0, 0, 0, t, 0);
   EXPECT_EQ(g.state, GroupView::Ready);
@@ -318,24 +318,24 @@ TEST(RoundBookGroup, SinglePeerStage) {
   EXPECT_EQ(g.members[0].samples, 42);
 }
 
-TEST(RoundBookGroup, WorkersOfOtherStagesDoNotBlock) {
+TEST(StepBookGroup, WorkersOfOtherStagesDoNotBlock) {
   PeerTable t = table_with({"a"});
   t.upsert(worker("b", 1), 0);
-  RoundBook book;
+  StepBook book;
   book.join(1, 0, 0, member("b"), 30, 0);
   EXPECT_EQ(book.group(1, 0, 0, t, 0).state, GroupView::Ready);
   book.join(0, 0, 0, member("a"), 30, 0);
   EXPECT_EQ(ids(book.group(0, 0, 0, t, 0).members), (std::vector<std::string>{"a"}));
 }
 
-TEST(RoundBookAbandon, UnaveragedSamplesOfTheNewestReportedRoundAreReturnedOnce) {
+TEST(StepBookAbandon, UnaveragedSamplesOfTheNewestReportedStepAreReturnedOnce) {
   PeerTable t = table_with({"a", "b"});
-  RoundBook book;
+  StepBook book;
   book.report_progress(0, 3, "a", 8, 64, t, 0);
-  book.report_progress(0, 4, "a", 12, 64, t, 0);  // the newest round a reported in counts
+  book.report_progress(0, 4, "a", 12, 64, t, 0);  // the newest step a reported in counts
   book.report_progress(0, 4, "b", 20, 64, t, 0);
   EXPECT_EQ(book.abandon(0, "a"), 12);
-  EXPECT_EQ(book.abandon(0, "a"), 8);   // then the round before (a never averaged it either)
+  EXPECT_EQ(book.abandon(0, "a"), 8);   // then the step before (a never averaged it either)
   EXPECT_EQ(book.abandon(0, "a"), 0);   // nothing left: counted once
   EXPECT_EQ(book.abandon(1, "b"), 0);   // another stage
   EXPECT_EQ(book.abandon(0, "zz"), 0);  // never reported
@@ -343,9 +343,9 @@ TEST(RoundBookAbandon, UnaveragedSamplesOfTheNewestReportedRoundAreReturnedOnce)
   EXPECT_EQ(book.report_progress(0, 4, "b", 20, 64, t, 0).samples_total, 20);
 }
 
-TEST(RoundBookAbandon, MembersOfTheNewestReadyGroupLostNothing) {
+TEST(StepBookAbandon, MembersOfTheNewestReadyGroupLostNothing) {
   PeerTable t = table_with({"a", "b", "c"});
-  RoundBook book;
+  StepBook book;
   for (const char* id : {"a", "b", "c"}) book.report_progress(0, 2, id, 10, 30, t, 0);
   // Attempt 0 froze with a and b; attempt 1 (a retry) froze with b only.
   ASSERT_EQ(book.join(0, 2, 0, member("a"), 1, 0), JoinResult::Joined);
@@ -362,33 +362,33 @@ TEST(RoundBookAbandon, MembersOfTheNewestReadyGroupLostNothing) {
   EXPECT_EQ(book.abandon(0, "a"), 5);
 }
 
-TEST(RoundBookGc, KeepsNewestFiveRoundsPerStage) {
+TEST(StepBookGc, KeepsNewestFiveStepsPerStage) {
   PeerTable t = table_with({"a"});
   t.upsert(worker("b", 1), 0);
-  RoundBook book;
+  StepBook book;
   for (int64_t r = 0; r <= 6; ++r) book.report_progress(0, r, "a", 1, 100, t, 0);
   book.join(1, 0, 0, member("b"), 5, 0);
-  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
-  EXPECT_EQ(book.newest_round(0), 6);
-  EXPECT_EQ(book.rounds(1), (std::vector<int64_t>{0}));  // other stages untouched
-  EXPECT_EQ(book.newest_round(7), -1);
+  EXPECT_EQ(book.steps(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(book.newest_step(0), 6);
+  EXPECT_EQ(book.steps(1), (std::vector<int64_t>{0}));  // other stages untouched
+  EXPECT_EQ(book.newest_step(7), -1);
 
   // Out-of-order reports inside the window are fine and do not move the window.
   EXPECT_EQ(book.report_progress(0, 2, "a", 5, 100, t, 0).samples_total, 5);
-  EXPECT_EQ(book.rounds(0).front(), 2);
+  EXPECT_EQ(book.steps(0).front(), 2);
 
-  // Garbage rounds: finished as far as the book is concerned, and nothing is recreated.
+  // Garbage steps: finished as far as the book is concerned, and nothing is recreated.
   ProgressView v = book.report_progress(0, 1, "a", 5, 100, t, 0);
   EXPECT_TRUE(v.target_reached);
   EXPECT_EQ(v.samples_total, 0);
   EXPECT_EQ(book.join(0, 1, 0, member("a"), 5, 0), JoinResult::Closed);
   EXPECT_EQ(book.group(0, 1, 0, t, 0).state, GroupView::Unknown);
-  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(book.steps(0), (std::vector<int64_t>{2, 3, 4, 5, 6}));
 
   // A jump collects everything behind the new window, groups included.
   book.join(0, 3, 0, member("a"), 5, 0);
   book.join(0, 100, 0, member("a"), 5, 0);
-  EXPECT_EQ(book.rounds(0), (std::vector<int64_t>{100}));
+  EXPECT_EQ(book.steps(0), (std::vector<int64_t>{100}));
   EXPECT_EQ(book.group(0, 3, 0, t, 0).state, GroupView::Unknown);
 }
 

@@ -1,25 +1,25 @@
-// RoundBook: per-stage training progress and averaging-group matchmaking. Pure: no I/O, no
+// StepBook: per-stage training progress and averaging-group matchmaking. Pure: no I/O, no
 // threads (the caller serializes access), the clock is passed in as `now` seconds.
 //
-// Progress. Every peer of a stage reports, for the stage's current round, its running count of
+// Progress. Every peer of a stage reports, for the stage's current step, its running count of
 // samples done (backward finished: in its gradient) and of samples admitted (done + forwards it
 // accepted whose backward is still to come). The registry sums the admitted counts of peers that
-// are still live. Once the sum reaches the target the round's `target_reached` latches: everyone
+// are still live. Once the sum reaches the target the step's `target_reached` latches: everyone
 // stops admitting, finishes what it admitted and averages, even if a peer dies afterwards and the
-// sum drops. Counting admitted rather than done work keeps a round close to the target: peers
+// sum drops. Counting admitted rather than done work keeps a step close to the target: peers
 // that only saw each other's finished samples admitted up to ~20 % more than the global batch.
 //
-// Matchmaking. Peers that want to average gradients for (stage, round) join the group of an
+// Matchmaking. Peers that want to average gradients for (stage, step) join the group of an
 // `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
 // until every live worker of the stage has joined, except a draining one (state "draining": it is
-// leaving) that reported no admitted sample for the round, or `gather_seconds` (fixed by its first
-// join) have passed since its first join. A draining peer that holds samples of the round is waited
+// leaving) that reported no admitted sample for the step, or `gather_seconds` (fixed by its first
+// join) have passed since its first join. A draining peer that holds samples of the step is waited
 // for: it joins on its way out, so its gradient is averaged rather than handed to a peer that may
 // already be averaging without it; at that moment, observed by group(), it turns Ready and its
 // members (joined peers still live, sorted by peer_id) are frozen. A join after that is Closed.
 //
-// Garbage collection. Per stage the book keeps the newest round it has seen and the 4 before it.
-// A round older than that is finished as far as the book is concerned: progress reports say
+// Garbage collection. Per stage the book keeps the newest step it has seen and the 4 before it.
+// A step older than that is finished as far as the book is concerned: progress reports say
 // target_reached, joins are Closed, group() says Unknown.
 #pragma once
 
@@ -33,7 +33,7 @@
 namespace swarm::planner {
 
 struct ProgressView {
-  int64_t round = 0;
+  int64_t step = 0;
   int64_t samples_total = 0;  // admitted samples of the live peers (see Progress above)
   int64_t target = 0;
   bool target_reached = false;
@@ -57,43 +57,43 @@ struct GroupView {
 
 const char* to_string(GroupView::State s);  // "gathering" | "ready" | "unknown"
 
-class RoundBook {
+class StepBook {
  public:
-  // Rounds kept per stage: the newest and the (kRoundsKept - 1) before it.
-  static constexpr int64_t kRoundsKept = 5;
+  // Steps kept per stage: the newest and the (kStepsKept - 1) before it.
+  static constexpr int64_t kStepsKept = 5;
 
   // Records `samples` (done) and `admitted` (taken as max(admitted, samples); -1 = samples) as
-  // `peer`'s running totals for (stage, round) (latest value wins) and returns the sum of the
+  // `peer`'s running totals for (stage, step) (latest value wins) and returns the sum of the
   // admitted totals over peers live in `peers`, against `target` (the latest reported target).
-  ProgressView report_progress(int stage, int64_t round, const std::string& peer, int64_t samples,
+  ProgressView report_progress(int stage, int64_t step, const std::string& peer, int64_t samples,
                                int64_t target, const PeerTable& peers, double now,
                                int64_t admitted = -1);
 
-  // Adds `m` to the group (stage, round, attempt), creating it (and fixing its gather window to
+  // Adds `m` to the group (stage, step, attempt), creating it (and fixing its gather window to
   // `gather_seconds` from `now`) if this is the first join. Closed if the group is Ready, its
-  // gather window has passed, or the round is garbage. Joining again while gathering updates the
+  // gather window has passed, or the step is garbage. Joining again while gathering updates the
   // member; a peer that is already a member of a Ready group gets Joined (retries are safe).
-  JoinResult join(int stage, int64_t round, int attempt, const Member& m, double gather_seconds,
+  JoinResult join(int stage, int64_t step, int attempt, const Member& m, double gather_seconds,
                   double now);
 
   // The group's view; turns a gathering group Ready when its time has come (see above). With
   // `membership_known` false (`peers` may still lack live workers: a registry restarted mid-run
   // before every peer re-announced) only the gather window closes a group.
-  GroupView group(int stage, int64_t round, int attempt, const PeerTable& peers, double now,
+  GroupView group(int stage, int64_t step, int attempt, const PeerTable& peers, double now,
                   bool membership_known = true);
 
   // A peer is gone without settling its gradient (killed, or expired): returns the samples it
-  // reported for the newest round of `stage` it reported in, unless it is a member of that round's
-  // newest Ready group (then the round's averaging already holds them), and forgets its report.
+  // reported for the newest step of `stage` it reported in, unless it is a member of that step's
+  // newest Ready group (then the step's averaging already holds them), and forgets its report.
   // 0 when it reported nothing (or nothing positive). The caller counts the result as lost.
   // Limitation: a member that dies after its group froze but before sending its gradient is not
   // counted here (the group's leader retries without it).
   int64_t abandon(int stage, const std::string& peer);
 
-  // Introspection (tests, metrics): rounds currently held for a stage, ascending, and the newest
-  // round seen for it (-1 when none).
-  std::vector<int64_t> rounds(int stage) const;
-  int64_t newest_round(int stage) const;
+  // Introspection (tests, metrics): steps currently held for a stage, ascending, and the newest
+  // step seen for it (-1 when none).
+  std::vector<int64_t> steps(int stage) const;
+  int64_t newest_step(int stage) const;
 
  private:
   struct Group {
@@ -103,7 +103,7 @@ class RoundBook {
     std::map<std::string, Member> joined;
     std::vector<Member> members;  // frozen when ready
   };
-  struct Round {
+  struct Step {
     std::map<std::string, int64_t> samples;   // peer -> running total done
     std::map<std::string, int64_t> admitted;  // peer -> running total admitted (>= done)
     int64_t target = 0;
@@ -112,13 +112,13 @@ class RoundBook {
   };
   struct Stage {
     int64_t newest = -1;
-    std::map<int64_t, Round> rounds;
+    std::map<int64_t, Step> steps;
   };
 
-  bool is_garbage(int stage, int64_t round) const;
-  // The round's state, created if needed; collects rounds that fall out of the window.
-  Round& touch(int stage, int64_t round);
-  Group* find_group(int stage, int64_t round, int attempt);
+  bool is_garbage(int stage, int64_t step) const;
+  // The step's state, created if needed; collects steps that fall out of the window.
+  Step& touch(int stage, int64_t step);
+  Group* find_group(int stage, int64_t step, int attempt);
 
   std::map<int, Stage> stages_;
 };

@@ -1,4 +1,4 @@
-#include "planner/round_book.h"
+#include "planner/step_book.h"
 
 #include <limits>
 
@@ -16,38 +16,38 @@ const char* to_string(GroupView::State s) {
   return "unknown";
 }
 
-bool RoundBook::is_garbage(int stage, int64_t round) const {
+bool StepBook::is_garbage(int stage, int64_t step) const {
   auto it = stages_.find(stage);
   if (it == stages_.end() || it->second.newest < 0) return false;
-  // newest >= 0 here, so newest - kRoundsKept cannot overflow.
-  return round <= it->second.newest - kRoundsKept;
+  // newest >= 0 here, so newest - kStepsKept cannot overflow.
+  return step <= it->second.newest - kStepsKept;
 }
 
-RoundBook::Round& RoundBook::touch(int stage, int64_t round) {
+StepBook::Step& StepBook::touch(int stage, int64_t step) {
   Stage& st = stages_[stage];
-  if (round > st.newest) {
-    st.newest = round;
-    while (!st.rounds.empty() && st.rounds.begin()->first <= st.newest - kRoundsKept) {
-      st.rounds.erase(st.rounds.begin());
+  if (step > st.newest) {
+    st.newest = step;
+    while (!st.steps.empty() && st.steps.begin()->first <= st.newest - kStepsKept) {
+      st.steps.erase(st.steps.begin());
     }
   }
-  return st.rounds[round];
+  return st.steps[step];
 }
 
-RoundBook::Group* RoundBook::find_group(int stage, int64_t round, int attempt) {
+StepBook::Group* StepBook::find_group(int stage, int64_t step, int attempt) {
   auto st = stages_.find(stage);
   if (st == stages_.end()) return nullptr;
-  auto rd = st->second.rounds.find(round);
-  if (rd == st->second.rounds.end()) return nullptr;
+  auto rd = st->second.steps.find(step);
+  if (rd == st->second.steps.end()) return nullptr;
   auto gr = rd->second.groups.find(attempt);
   return gr == rd->second.groups.end() ? nullptr : &gr->second;
 }
 
-ProgressView RoundBook::report_progress(int stage, int64_t round, const std::string& peer,
-                                        int64_t samples, int64_t target, const PeerTable& peers,
-                                        double now, int64_t admitted) {
-  if (is_garbage(stage, round)) return ProgressView{round, 0, target, true};
-  Round& rd = touch(stage, round);
+ProgressView StepBook::report_progress(int stage, int64_t step, const std::string& peer,
+                                       int64_t samples, int64_t target, const PeerTable& peers,
+                                       double now, int64_t admitted) {
+  if (is_garbage(stage, step)) return ProgressView{step, 0, target, true};
+  Step& rd = touch(stage, step);
   rd.samples[peer] = samples;
   rd.admitted[peer] = admitted > samples ? admitted : samples;
   rd.target = target;
@@ -58,13 +58,13 @@ ProgressView RoundBook::report_progress(int stage, int64_t round, const std::str
     total = (total > kMax - n) ? kMax : total + n;  // saturate instead of overflowing
   }
   if (total >= rd.target) rd.target_reached = true;
-  return ProgressView{round, total, rd.target, rd.target_reached};
+  return ProgressView{step, total, rd.target, rd.target_reached};
 }
 
-JoinResult RoundBook::join(int stage, int64_t round, int attempt, const Member& m,
-                           double gather_seconds, double now) {
-  if (is_garbage(stage, round)) return JoinResult::Closed;
-  Round& rd = touch(stage, round);
+JoinResult StepBook::join(int stage, int64_t step, int attempt, const Member& m,
+                          double gather_seconds, double now) {
+  if (is_garbage(stage, step)) return JoinResult::Closed;
+  Step& rd = touch(stage, step);
   auto [it, created] = rd.groups.try_emplace(attempt);
   Group& g = it->second;
   if (created) {
@@ -86,25 +86,25 @@ JoinResult RoundBook::join(int stage, int64_t round, int attempt, const Member& 
   return JoinResult::Joined;
 }
 
-GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTable& peers,
-                           double now, bool membership_known) {
+GroupView StepBook::group(int stage, int64_t step, int attempt, const PeerTable& peers,
+                          double now, bool membership_known) {
   GroupView view;
-  if (is_garbage(stage, round)) return view;
-  Group* g = find_group(stage, round, attempt);
+  if (is_garbage(stage, step)) return view;
+  Group* g = find_group(stage, step, attempt);
   if (g == nullptr) return view;
 
   if (!g->ready) {
     bool timed_out = now >= g->opened_at + g->gather_seconds;
     bool everyone_in = membership_known && !g->joined.empty();
     if (!timed_out && everyone_in) {
-      const Round& rd = stages_[stage].rounds[round];
+      const Step& rd = stages_[stage].steps[step];
       for (const PeerRecord& w : peers.live(now, "worker", stage)) {
-        // A draining peer with nothing admitted this round has nothing to give: it is not waited
-        // for. One that holds samples of this round joins on its way out. A joining peer (a
+        // A draining peer with nothing admitted this step has nothing to give: it is not waited
+        // for. One that holds samples of this step joins on its way out. A joining peer (a
         // newcomer or a peer re-syncing, downloading state from a peer of this group) holds no
-        // gradient: waiting for it would hold the round (and the download queued behind it) until
+        // gradient: waiting for it would hold the step (and the download queued behind it) until
         // the window closes. Its state reaches the registry with its next heartbeat, so one that
-        // already reported samples of this round serves and is waited for. A failed peer never is.
+        // already reported samples of this step serves and is waited for. A failed peer never is.
         if (w.state == PeerState::Failed) continue;
         if (w.state == PeerState::Draining || w.state == PeerState::Joining) {
           auto a = rd.admitted.find(w.peer_id);
@@ -140,10 +140,10 @@ GroupView RoundBook::group(int stage, int64_t round, int attempt, const PeerTabl
   return view;
 }
 
-int64_t RoundBook::abandon(int stage, const std::string& peer) {
+int64_t StepBook::abandon(int stage, const std::string& peer) {
   auto st = stages_.find(stage);
   if (st == stages_.end()) return 0;
-  for (auto rd = st->second.rounds.rbegin(); rd != st->second.rounds.rend(); ++rd) {
+  for (auto rd = st->second.steps.rbegin(); rd != st->second.steps.rend(); ++rd) {
     auto it = rd->second.samples.find(peer);
     if (it == rd->second.samples.end()) continue;
     const int64_t n = it->second > 0 ? it->second : 0;
@@ -163,15 +163,15 @@ int64_t RoundBook::abandon(int stage, const std::string& peer) {
   return 0;
 }
 
-std::vector<int64_t> RoundBook::rounds(int stage) const {
+std::vector<int64_t> StepBook::steps(int stage) const {
   std::vector<int64_t> out;
   auto it = stages_.find(stage);
   if (it == stages_.end()) return out;
-  for (const auto& [r, rd] : it->second.rounds) out.push_back(r);
+  for (const auto& [r, rd] : it->second.steps) out.push_back(r);
   return out;
 }
 
-int64_t RoundBook::newest_round(int stage) const {
+int64_t StepBook::newest_step(int stage) const {
   auto it = stages_.find(stage);
   return it == stages_.end() ? -1 : it->second.newest;
 }
