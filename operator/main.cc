@@ -35,6 +35,8 @@ struct Flags {
   double lease_s = 15, renew_s = 10, retry_s = 2, resync_s = 300, qps = 50, burst = 100;
   int workers = 4;
   swarm::op::ProgressPollerOptions progress;
+  bool network_policies = false;
+  std::string monitoring_ns = "monitoring", operator_ns;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -62,6 +64,15 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--registry-url-template", f.progress.url_template,
                  "registry URL of a job ({job}, {namespace}); the annotation swarm-operator.io/registry-url overrides it")
       ->capture_default_str();
+  app.add_flag("--network-policies", f.network_policies,
+               "give each job a NetworkPolicy: ingress only from its own pods, the monitoring namespace and the "
+               "operator's namespace");
+  app.add_option("--monitoring-namespace", f.monitoring_ns,
+                 "namespace whose pods may scrape jobs' metrics (with --network-policies; \"\" = none)")
+      ->capture_default_str();
+  app.add_option("--operator-namespace", f.operator_ns,
+                 "namespace the operator runs in, allowed to read jobs' registries (with --network-policies; "
+                 "default: the --lease-namespace)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
@@ -116,6 +127,9 @@ int run(Flags f) {
   options.workers = f.workers;
   options.resync_seconds = f.resync_s;
   options.progress = f.progress;
+  options.network_policies = f.network_policies;
+  options.network_policy.monitoring_namespace = f.monitoring_ns;
+  options.network_policy.operator_namespace = f.operator_ns.empty() ? f.lease_ns : f.operator_ns;
   swarm::op::Controller controller(client, events, metrics, options);
   controller.start();
   spdlog::info("swarm-operator {}: watching {} on {}", f.identity, f.watch_ns.empty() ? "all namespaces" : f.watch_ns,

@@ -33,6 +33,7 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   bound_pods_ = std::make_unique<kube::Informer>(client, bound);
   world_ = std::make_unique<World>(*jobs_, *pods_, *nodes_, bound_pods_.get());
   reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
+  if (options_.network_policies) reconciler_->set_network_policy(options_.network_policy);
   if (options_.progress.period_seconds > 0) {
     progress_ = std::make_unique<ProgressPoller>(
         options_.progress, [this] { return progress_targets(); }, [this](const std::string& key) { queue_.add(key); },

@@ -34,6 +34,9 @@ struct ControllerOptions {
   double resync_seconds = 300;  // every job is reconciled at least this often
   // Job progress from each running job's registry; period_seconds <= 0 turns it off.
   ProgressPollerOptions progress;
+  // A NetworkPolicy per job (manifests.h); off: the operator does not touch NetworkPolicies.
+  bool network_policies = false;
+  NetworkPolicyOptions network_policy;
 };
 
 class Controller {

@@ -106,6 +106,7 @@ std::string stage_service_name(const std::string& job, int stage) { return job +
 std::string worker_pod_name(const std::string& job, int slot) { return job + "-w-" + std::to_string(slot); }
 std::string trainer_pod_name(const std::string& job, int slot) { return job + "-t-" + std::to_string(slot); }
 std::string registry_pod_name(const std::string& job, int slot) { return job + "-registry-" + std::to_string(slot); }
+std::string network_policy_name(const std::string& job) { return job + "-swarm"; }
 
 json owner_reference(const SwarmJob& job) {
   return {{"apiVersion", kGroupVersion}, {"kind", "SwarmJob"}, {"name", job.name},
@@ -226,6 +227,30 @@ json registry_pod(const SwarmJob& job, int slot, const NodePool* pool, const std
   p["metadata"]["labels"][kLabelSlot] = std::to_string(slot);
   place(p["spec"], pool, avoid_nodes);
   return p;
+}
+
+json network_policy(const SwarmJob& job, const NetworkPolicyOptions& options) {
+  auto ports = [](std::initializer_list<int> numbers) {
+    json out = json::array();
+    for (int n : numbers) out.push_back({{"protocol", "TCP"}, {"port", n}});
+    return out;
+  };
+  auto from_namespace = [](const std::string& ns) {
+    return json::array({{{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", ns}}}}}}});
+  };
+  const json job_pods = {{"matchLabels", {{kLabelJob, job.name}}}};
+  json ingress = json::array();
+  // The job's own pods (a podSelector alone means this namespace): everything the job serves.
+  ingress.push_back({{"from", json::array({{{"podSelector", job_pods}}})},
+                     {"ports", ports({kRegistryPort, kWorkerPort, kMetricsPort})}});
+  const std::string& mon = options.monitoring_namespace;
+  const std::string& op = options.operator_namespace;
+  if (!mon.empty()) ingress.push_back({{"from", from_namespace(mon)}, {"ports", ports({kRegistryPort, kMetricsPort})}});
+  if (!op.empty() && op != mon) ingress.push_back({{"from", from_namespace(op)}, {"ports", ports({kRegistryPort})}});
+  return {{"apiVersion", "networking.k8s.io/v1"},
+          {"kind", "NetworkPolicy"},
+          {"metadata", metadata(job, network_policy_name(job.name), "")},
+          {"spec", {{"podSelector", job_pods}, {"policyTypes", json::array({"Ingress"})}, {"ingress", ingress}}}};
 }
 
 const NodePool* stable_pool(const SwarmJob& job) {

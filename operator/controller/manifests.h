@@ -8,6 +8,7 @@
 //   Service   <job>-stage-<s>     headless, the stage's worker pods (DNS view of the stage)
 //   Pod       <job>-w-<slot>      `swarm worker --stage S`, placed in a node pool
 //   Pod       <job>-t-<slot>      `swarm trainer`
+//   NetworkPolicy <job>-swarm     ingress to the job's pods (only with --network-policies)
 // Every object carries the job's owner reference (controller=true) and these labels.
 #pragma once
 
@@ -40,6 +41,7 @@ std::string stage_service_name(const std::string& job, int stage);
 std::string worker_pod_name(const std::string& job, int slot);
 std::string trainer_pod_name(const std::string& job, int slot);
 std::string registry_pod_name(const std::string& job, int slot);
+std::string network_policy_name(const std::string& job);
 
 json owner_reference(const SwarmJob& job);
 json object_labels(const SwarmJob& job, const std::string& role);
@@ -54,6 +56,19 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
                 const std::vector<std::string>& avoid_nodes, const std::string& reason);
 json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes);
 json registry_pod(const SwarmJob& job, int slot, const NodePool* pool, const std::vector<std::string>& avoid_nodes);
+
+// Who else may reach a job's pods when the operator makes NetworkPolicies (--network-policies).
+struct NetworkPolicyOptions {
+  std::string monitoring_namespace = "monitoring";  // Prometheus: metrics and the registry's /metrics; "" = none
+  std::string operator_namespace;                   // the operator: the registry's /v1/stats; "" = none
+};
+
+// Ingress to the job's pods (label swarm-operator.io/job=<job>) only from: the job's own pods (data,
+// registry and metrics ports), the monitoring namespace (metrics and registry ports: the registry
+// serves /metrics) and the operator's namespace (registry port). One rule per namespace: when the
+// operator's namespace is the monitoring namespace, the monitoring rule covers it. Egress is not
+// restricted.
+json network_policy(const SwarmJob& job, const NetworkPolicyOptions& options);
 
 // The pool trainers and the registry go to: the most preferred non-preemptible pool, else none
 // (anywhere).

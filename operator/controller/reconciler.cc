@@ -99,8 +99,10 @@ void Reconciler::ensure(const std::string& collection, const std::string& name, 
     }
     return;
   }
-  if (update_if_different && manifest.contains("data") && (*current).value("data", json::object()) != manifest["data"]) {
-    client_.patch(collection + "/" + name, {{"data", manifest["data"]}});
+  if (!update_if_different) return;
+  for (const char* field : {"data", "spec"}) {
+    if (manifest.contains(field) && (*current).value(field, json::object()) != manifest[field])
+      client_.patch(collection + "/" + name, {{field, manifest[field]}});
   }
 }
 
@@ -123,6 +125,10 @@ void Reconciler::ensure_support_objects(const SwarmJob& job) {
   ensure(services, registry_service_name(job.name), registry_service(job), false);
   for (int s = 0; s < job.spec.pipeline.stages; ++s)
     ensure(services, stage_service_name(job.name, s), stage_service(job, s), false);
+  // Updated when it differs: an operator restarted with another monitoring namespace moves it.
+  if (network_policy_)
+    ensure(kube::resource_path("networking.k8s.io/v1", ns, "networkpolicies"), network_policy_name(job.name),
+           network_policy(job, *network_policy_), true);
   swarm::MutexLock lock(mu_);
   ensured_[job.uid] = std::to_string(job.generation);
 }
@@ -144,6 +150,8 @@ void Reconciler::cleanup_deleted(const std::string& ns, const std::string& name)
   for (int s = 0; s < 64; ++s) {
     if (!client_.remove(kube::resource_path("v1", ns, "services", stage_service_name(name, s)))) break;
   }
+  if (network_policy_)
+    client_.remove(kube::resource_path("networking.k8s.io/v1", ns, "networkpolicies", network_policy_name(name)));
   metrics_.forget_job(ns + "/" + name);
 }
 

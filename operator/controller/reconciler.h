@@ -14,6 +14,7 @@
 #include "operator/api/status.h"
 #include "operator/api/swarmjob.h"
 #include "operator/controller/job_status.h"
+#include "operator/controller/manifests.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/world.h"
@@ -35,6 +36,9 @@ class Reconciler {
 
   // Job progress read from the registries (may be null: status keeps its figures as they are).
   void set_progress_source(const ProgressPoller* poller) { progress_ = poller; }
+  // Each job gets a NetworkPolicy (manifests.h) with these options; nullopt (the default): the
+  // reconciler neither makes nor deletes NetworkPolicies. Set before the first reconcile.
+  void set_network_policy(std::optional<NetworkPolicyOptions> options) { network_policy_ = std::move(options); }
 
   // Throws on API errors; the caller requeues with backoff.
   ReconcileResult reconcile(const std::string& key);
@@ -50,6 +54,8 @@ class Reconciler {
 
   void cleanup_deleted(const std::string& ns, const std::string& name);
   void ensure_support_objects(const SwarmJob& job) EXCLUDES(mu_);
+  // Creates the object unless it exists; with update_if_different, an existing one whose `data`
+  // (ConfigMap) or `spec` (NetworkPolicy) differs from the manifest's is patched to it.
   void ensure(const std::string& collection, const std::string& name, const kube::json& manifest,
               bool update_if_different);
   void write_status(const kube::json& job_obj, const SwarmJobStatus& status);
@@ -73,6 +79,7 @@ class Reconciler {
   OperatorMetrics& metrics_;
   World& world_;
   const ProgressPoller* progress_ = nullptr;
+  std::optional<NetworkPolicyOptions> network_policy_;
   swarm::Mutex mu_;
   std::map<std::string, std::string> ensured_ GUARDED_BY(mu_);  // job uid -> "generation" whose support objects exist
 };

@@ -65,6 +65,9 @@ progress:
   timeoutSeconds: 2
   windowSeconds: 30
   registryUrlTemplate: "http://{job}-registry.{namespace}.svc.cluster.example:7400"
+networkPolicy:
+  enabled: true
+  monitoringNamespace: prom
 podAnnotations:
   prometheus.io/scrape: "true"
 resources:
@@ -145,6 +148,11 @@ TEST_F(HelmChartApplied, DefaultsApplyAndTheServiceAccountCanRunTheOperator) {
                           "--registry-url-template=http://{job}-registry.{namespace}.svc:7400"})
     EXPECT_TRUE(has_arg(c, arg)) << arg << " missing: " << c["args"].dump();
   EXPECT_FALSE(has_arg(c, "--namespace="));
+  // No NetworkPolicies unless asked (networkPolicy.enabled).
+  for (const auto& a : c["args"]) {
+    EXPECT_NE(a.get<std::string>().rfind("--network-policies", 0), 0u) << c["args"].dump();
+    EXPECT_NE(a.get<std::string>().rfind("--monitoring-namespace", 0), 0u) << c["args"].dump();
+  }
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
   EXPECT_EQ(c["securityContext"]["runAsNonRoot"], true);
@@ -181,6 +189,8 @@ TEST_F(HelmChartApplied, DefaultsApplyAndTheServiceAccountCanRunTheOperator) {
   EXPECT_FALSE(allowed("update", "coordination.k8s.io", "leases", "default"));  // only the release namespace
   EXPECT_FALSE(allowed("delete", "swarm-operator.io", "swarmjobs", "team-a"));   // users own their jobs
   EXPECT_FALSE(allowed("update", "swarm-operator.io", "swarmjobs", "team-a"));
+  EXPECT_FALSE(allowed("get", "networking.k8s.io", "networkpolicies", "team-a"));  // least privilege: off
+  EXPECT_FALSE(allowed("create", "networking.k8s.io", "networkpolicies", "team-a"));
 
   // The operator itself, authenticated as that ServiceAccount (a TokenRequest token): it must
   // take the Lease in the release namespace and run a job, which exercises every rule it needs.
@@ -248,9 +258,20 @@ TEST_F(HelmChartApplied, NonDefaultValuesRenderAsAsked) {
   EXPECT_EQ(c["resources"]["requests"]["cpu"], "250m");
   for (const char* arg : {"--namespace=team-a", "--workers=8", "--log-level=debug", "--metrics-bind=0.0.0.0:9090",
                           "--progress-period=5", "--progress-timeout=2", "--progress-window=30",
-                          "--registry-url-template=http://{job}-registry.{namespace}.svc.cluster.example:7400"})
+                          "--registry-url-template=http://{job}-registry.{namespace}.svc.cluster.example:7400",
+                          "--network-policies", "--monitoring-namespace=prom"})
     EXPECT_TRUE(has_arg(c, arg)) << arg << " missing: " << c["args"].dump();
   EXPECT_EQ(objs.at("Service/swarm-operator-metrics")["spec"]["ports"][0]["port"], 9090);
+  // networkPolicy.enabled: the ClusterRole may manage NetworkPolicies (the default has no such rule,
+  // DefaultsApplyAndTheServiceAccountCanRunTheOperator).
+  int policy_rules = 0;
+  for (const auto& rule : objs.at("ClusterRole/swarm-operator")["rules"]) {
+    if (rule["resources"] != json::array({"networkpolicies"})) continue;
+    ++policy_rules;
+    EXPECT_EQ(rule["apiGroups"], json::array({"networking.k8s.io"}));
+    EXPECT_EQ(rule["verbs"], json::array({"get", "create", "delete", "patch"}));
+  }
+  EXPECT_EQ(policy_rules, 1) << objs.at("ClusterRole/swarm-operator").dump(2);
   // Every flag the chart passes is one the operator accepts: with them it gets as far as loading
   // its (here missing) kubeconfig, past CLI11's checks of names and values.
   std::string cmd = std::string(SWARM_BINARY_DIR) + "/bin/swarm-operator";

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 namespace swarm::op {
 namespace {
@@ -154,6 +155,73 @@ TEST(Manifests, RegistryReadsTheMountedJobSpec) {
   EXPECT_EQ(spec.pipeline.stages, job.spec.pipeline.stages);
   EXPECT_EQ(spec.rebalancing.enabled, job.spec.rebalancing.enabled);
   EXPECT_EQ(spec.rebalancing.period_seconds, job.spec.rebalancing.period_seconds);
+}
+
+// The per-job NetworkPolicy: it selects every pod of the job, lets the job's own pods reach every
+// port those pods serve, the monitoring namespace the metrics and registry ports, the operator's
+// namespace the registry port; one rule per namespace when those two are the same.
+TEST(Manifests, NetworkPolicyOpensTheJobsPortsToItsPodsMonitoringAndTheOperator) {
+  SwarmJob job = sample();
+  auto port_set = [](const json& rule) {
+    std::set<int> out;
+    for (const auto& p : rule["ports"]) {
+      EXPECT_EQ(p["protocol"], "TCP") << p.dump();
+      out.insert(p["port"].get<int>());
+    }
+    return out;
+  };
+  auto from_namespace = [](const json& rule) -> std::string {
+    if (rule["from"].size() != 1 || !rule["from"][0].contains("namespaceSelector")) return "";
+    EXPECT_FALSE(rule["from"][0].contains("podSelector")) << rule.dump();  // every pod of that namespace
+    return rule["from"][0]["namespaceSelector"]["matchLabels"].value("kubernetes.io/metadata.name", "");
+  };
+  const json np = network_policy(job, {"prom", "swarm-system"});
+  EXPECT_EQ(np["apiVersion"], "networking.k8s.io/v1");
+  EXPECT_EQ(np["kind"], "NetworkPolicy");
+  EXPECT_EQ(np["metadata"]["name"], "lm-swarm");
+  EXPECT_EQ(np["metadata"]["namespace"], "ml");
+  EXPECT_EQ(np["metadata"]["ownerReferences"][0]["uid"], "uid-9");
+  EXPECT_EQ(np["metadata"]["labels"]["swarm-operator.io/job"], "lm");
+  EXPECT_EQ(np["metadata"]["labels"]["app.kubernetes.io/managed-by"], "swarm-operator");
+  const json& spec = np["spec"];
+  EXPECT_EQ(spec["podSelector"], json({{"matchLabels", {{"swarm-operator.io/job", "lm"}}}}));
+  EXPECT_EQ(spec["policyTypes"], json::array({"Ingress"}));  // egress is not restricted
+  ASSERT_EQ(spec["ingress"].size(), 3u) << spec.dump(2);
+
+  // (a) The job's own pods, this namespace only (a podSelector without a namespaceSelector).
+  const json& own = spec["ingress"][0];
+  ASSERT_EQ(own["from"].size(), 1u);
+  EXPECT_EQ(own["from"][0], json({{"podSelector", spec["podSelector"]}}));
+  EXPECT_EQ(port_set(own), (std::set<int>{kRegistryPort, kWorkerPort, kMetricsPort}));
+  // Every pod of the job is selected, and every port one of them serves is open to the others.
+  const std::vector<json> pods = {worker_pod(job, 0, 0, &job.op.pools[0], {}, "Initial"),
+                                  trainer_pod(job, 0, stable_pool(job), {}), registry_pod(job, 0, stable_pool(job), {})};
+  for (const auto& pod : pods) {
+    for (const auto& [k, v] : spec["podSelector"]["matchLabels"].items())
+      EXPECT_EQ(pod["metadata"]["labels"].value(k, ""), v) << pod["metadata"]["name"];
+    for (const auto& c : pod["spec"]["containers"])
+      for (const auto& p : c["ports"])
+        EXPECT_TRUE(port_set(own).count(p["containerPort"].get<int>())) << pod["metadata"]["name"] << " " << p.dump();
+  }
+  // (b) The monitoring namespace: metrics, and the registry's /metrics on its own port.
+  EXPECT_EQ(from_namespace(spec["ingress"][1]), "prom");
+  EXPECT_EQ(port_set(spec["ingress"][1]), (std::set<int>{kRegistryPort, kMetricsPort}));
+  // (c) The operator's namespace: the registry only (GET /v1/stats).
+  EXPECT_EQ(from_namespace(spec["ingress"][2]), "swarm-system");
+  EXPECT_EQ(port_set(spec["ingress"][2]), (std::set<int>{kRegistryPort}));
+
+  // The operator in the monitoring namespace: one rule for both, the wider one.
+  const json same = network_policy(job, {"monitoring", "monitoring"})["spec"];
+  ASSERT_EQ(same["ingress"].size(), 2u) << same.dump(2);
+  EXPECT_EQ(from_namespace(same["ingress"][1]), "monitoring");
+  EXPECT_EQ(port_set(same["ingress"][1]), (std::set<int>{kRegistryPort, kMetricsPort}));
+  // No monitoring namespace: the job's pods and the operator only.
+  const json none = network_policy(job, {"", "swarm-system"})["spec"];
+  ASSERT_EQ(none["ingress"].size(), 2u) << none.dump(2);
+  EXPECT_EQ(from_namespace(none["ingress"][1]), "swarm-system");
+  EXPECT_EQ(port_set(none["ingress"][1]), (std::set<int>{kRegistryPort}));
+  // The default monitoring namespace is "monitoring".
+  EXPECT_EQ(NetworkPolicyOptions{}.monitoring_namespace, "monitoring");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
+#include <set>
 
 #include "tests/operator/fixtures.h"
 
@@ -299,6 +301,90 @@ TEST_F(OperatorE2E, RestrictedPodSecurityAdmitsEveryPodOfAJob) {
   }
   // No pod creation was refused along the way.
   EXPECT_EQ(read_text(env_->dir() + "/op-1.log").find("violates PodSecurity"), std::string::npos);
+}
+
+// --network-policies: each job gets a NetworkPolicy <job>-swarm, stored by the API server (so its
+// schema is valid), updated when the operator restarts with another monitoring namespace, and
+// removed when the job is deleted (by the operator: this control plane has no garbage collector).
+// Without the flag the operator makes none and leaves a user's policy of that name alone.
+TEST_F(OperatorE2E, NetworkPoliciesAreOptInAndFollowTheJob) {
+  create_standard_nodes(*env_);
+  const std::string policies = "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies";
+  auto policy_names = [&] {
+    std::set<std::string> names;
+    for (const auto& p : env_->client().get(policies).value("items", json::array())) names.insert(p["metadata"]["name"]);
+    return names;
+  };
+  // A user's own policy under the name the operator would use.
+  const json mine = env_->client().create(
+      policies, {{"apiVersion", "networking.k8s.io/v1"}, {"kind", "NetworkPolicy"},
+                 {"metadata", {{"name", "plain-swarm"}}},
+                 {"spec", {{"podSelector", json::object()}, {"ingress", json::array({json::object()})}}}});
+  std::string out;
+
+  // Off (the default).
+  {
+    auto op = env_->start_operator();
+    ASSERT_EQ(env_->apply_yaml(job_yaml("plain", two_pool_spec(2, 1, 4))), 0);
+    ASSERT_TRUE(wait_until([&] { return env_->get_job("plain")["status"].value("phase", "") == "Running"; }, 30s));
+    EXPECT_EQ(policy_names(), std::set<std::string>{"plain-swarm"});
+    ASSERT_EQ(env_->kubectl("delete swarmjob plain", &out), 0) << out;
+    ASSERT_TRUE(wait_until([&] { return env_->kubectl("get service plain-registry", &out) != 0; }, 20s));  // cleaned up
+    const json still = env_->client().get(policies + "/plain-swarm");
+    EXPECT_EQ(still["metadata"]["resourceVersion"], mine["metadata"]["resourceVersion"]);
+    op.proc.stop();
+  }
+
+  // On: the policy as the API server stored it.
+  auto namespace_of = [](const json& rule) -> std::string {
+    return rule["from"][0]["namespaceSelector"]["matchLabels"].value("kubernetes.io/metadata.name", "");
+  };
+  auto ports_of = [](const json& rule) {
+    std::set<int> out;
+    for (const auto& p : rule["ports"]) out.insert(p["port"].get<int>());
+    return out;
+  };
+  {
+    auto op = env_->start_operator(
+        {"--network-policies", "--monitoring-namespace", "prom", "--operator-namespace", "swarm-system"});
+    ASSERT_EQ(env_->apply_yaml(job_yaml("fenced", two_pool_spec(2, 1, 4))), 0);
+    std::optional<json> np;
+    ASSERT_TRUE(wait_until([&] { return (np = env_->client().get_if_exists(policies + "/fenced-swarm")).has_value(); }, 30s));
+    const json job = env_->get_job("fenced");
+    EXPECT_EQ((*np)["metadata"]["ownerReferences"][0]["uid"], job["metadata"]["uid"]);
+    EXPECT_EQ((*np)["metadata"]["labels"]["app.kubernetes.io/managed-by"], "swarm-operator");
+    const json& spec = (*np)["spec"];
+    EXPECT_EQ(spec["podSelector"]["matchLabels"], json({{"swarm-operator.io/job", "fenced"}}));
+    EXPECT_EQ(spec["policyTypes"], json::array({"Ingress"}));
+    ASSERT_EQ(spec["ingress"].size(), 3u) << spec.dump(2);
+    EXPECT_EQ(spec["ingress"][0]["from"][0]["podSelector"], spec["podSelector"]);
+    EXPECT_EQ(ports_of(spec["ingress"][0]), (std::set<int>{7400, 7500, 9400}));
+    EXPECT_EQ(namespace_of(spec["ingress"][1]), "prom");
+    EXPECT_EQ(ports_of(spec["ingress"][1]), (std::set<int>{7400, 9400}));
+    EXPECT_EQ(namespace_of(spec["ingress"][2]), "swarm-system");
+    EXPECT_EQ(ports_of(spec["ingress"][2]), (std::set<int>{7400}));
+    // The policy selects every pod of the job.
+    ASSERT_TRUE(wait_until([&] { return env_->pods("swarm-operator.io/job=fenced").size() == 4u; }, 20s));
+    EXPECT_EQ(policy_names(), (std::set<std::string>{"plain-swarm", "fenced-swarm"}));
+    op.proc.stop();
+  }
+
+  // Restarted with the monitoring namespace its own (the operator's namespace defaults to the
+  // Lease's, here the kubeconfig's "default"): the policy is updated, one rule for both.
+  auto op = env_->start_operator({"--network-policies", "--monitoring-namespace", "default"});
+  json spec;
+  ASSERT_TRUE(wait_until([&] {
+    spec = env_->client().get(policies + "/fenced-swarm")["spec"];
+    return spec["ingress"].size() == 2u;
+  }, 30s)) << spec.dump(2);
+  EXPECT_EQ(namespace_of(spec["ingress"][1]), "default");
+  EXPECT_EQ(ports_of(spec["ingress"][1]), (std::set<int>{7400, 9400}));
+
+  // The job deleted: its policy goes, the user's stays.
+  ASSERT_EQ(env_->kubectl("delete swarmjob fenced", &out), 0) << out;
+  EXPECT_TRUE(wait_until([&] { return policy_names() == std::set<std::string>{"plain-swarm"}; }, 20s));
+  EXPECT_EQ(env_->client().get(policies + "/plain-swarm")["metadata"]["resourceVersion"],
+            mine["metadata"]["resourceVersion"]);
 }
 
 }  // namespace
