@@ -84,8 +84,10 @@ log "second up (idempotent) in $(since "$t") s"
 [ "$(k get nodes -l cloud.google.com/gke-spot=true,topology.kubernetes.io/region=us-central1 --no-headers | wc -l)" = 2 ] || fail "2 spot nodes in us-central1 expected"
 [ "$(k get nodes -l cloud.google.com/gke-spot=true,topology.kubernetes.io/region=europe-west4 --no-headers | wc -l)" = 1 ] || fail "1 spot node in europe-west4 expected"
 [ "$(k get nodes -l swarm-operator.io/node-class=on-demand --no-headers | wc -l)" = 1 ] || fail "1 on-demand node expected"
-k get node node-1 -o jsonpath='{.spec.taints}' | grep -q gke-spot || fail "spot node without the gke-spot taint"
-k get node node-1 -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -q '^containerd://' || fail "node-1 runtime is not containerd"
+# (grep reads kubectl's whole output from a string: `kubectl ... | grep -q` under pipefail fails
+# when grep exits at its first match while kubectl still writes, a SIGPIPE; a CI run failed so)
+grep -q gke-spot <<<"$(k get node node-1 -o jsonpath='{.spec.taints}')" || fail "spot node without the gke-spot taint"
+grep -q '^containerd://' <<<"$(k get node node-1 -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')" || fail "node-1 runtime is not containerd"
 
 # ---- the chart, operator in the cluster ----
 HELM=$(bash "$SRC/scripts/k8s/build-helm.sh" | tail -n 1)
@@ -184,7 +186,7 @@ for d in "${DOOMED[@]}"; do
 done
 k get pods -l swarm-operator.io/job=$JOB -o wide
 if [ ${#DOOMED[@]} -ge 1 ]; then
-  k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -q '^node-3$' \
+  grep -q '^node-3$' <<<"$(k get pods -l swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}')" \
     || fail "with $VICTIM reclaimed and the other us-central1 node full, no worker overflowed to europe-west4 (node-3)"
   log "overflow to europe-west4: a replacement runs on node-3"
 fi

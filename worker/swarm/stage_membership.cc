@@ -187,17 +187,25 @@ void StageServer::Impl::report_failure() {
   int64_t at_step;
   {
     swarm::MutexLock lk(mu);
-    if (!failed || failure_reported) return;
+    // One report at a time: the heartbeat thread retries while the joining thread reports, and
+    // two reports in flight counted the failure twice in the registry (a CI run: 3 for 2).
+    if (!failed || failure_reported || failure_reporting) return;
+    failure_reporting = true;
     message = failure_message;
     s = failure_stage;
     at_step = failure_step;
   }
+  bool reported = false;
   try {
     registry->report_failure("StageReset", s, at_step, message);
-    swarm::MutexLock lk(mu);
-    failure_reported = true;  // else the heartbeat tries again
+    reported = true;
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not report the failure: {}", opt.peer_id, e.what());
+  }
+  {
+    swarm::MutexLock lk(mu);
+    failure_reporting = false;
+    if (reported) failure_reported = true;  // else the heartbeat tries again
   }
   try {
     announce(planner::PeerState::Failed);

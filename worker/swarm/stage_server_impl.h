@@ -154,6 +154,7 @@ struct StageServer::Impl {
   bool exiting GUARDED_BY(mu) = false;         // draining to exit (SIGTERM): never moves to another stage
   bool failed GUARDED_BY(mu) = false;          // the stage came back without its state: never serves again
   bool failure_reported GUARDED_BY(mu) = false;
+  bool failure_reporting GUARDED_BY(mu) = false;  // a report to the registry is in flight
   std::string failure_message GUARDED_BY(mu);
   int failure_stage GUARDED_BY(mu) = -1;
   int64_t failure_step GUARDED_BY(mu) = 0;
