@@ -53,6 +53,7 @@ diagnostics() {
 cleanup() {
   local rc=$?
   trap - EXIT
+  kill $(jobs -p) 2>/dev/null
   [ "$rc" -eq 0 ] || diagnostics
   log "tearing down"
   bash "$CL" down || rc=1
@@ -167,6 +168,8 @@ mapfile -t DOOMED < <(k get pods -l swarm-operator.io/role=worker --field-select
 UNAVERAGED0=$(event unaveraged_steps); HANDOFFS0=$(event handoffs); STEP1=$(status step)
 RLOST0=$(event samples_lost); RPEERS0=$(event peers_lost)
 log "reclaim notice on $VICTIM (workers ${DOOMED[*]}), step $STEP1"
+# The doomed workers' logs, kept as they drain (the pods and their logs are gone afterwards).
+for d in "${DOOMED[@]}"; do kubectl logs -f "$d" >"$OUT/$d.log" 2>&1 & done
 T_TAINT=$(now)
 k taint node "$VICTIM" cloud.google.com/impending-node-termination=true:NoSchedule >/dev/null || fail "taint"
 replacements_ready() { # as many Ready workers as before, none on the victim
@@ -197,16 +200,17 @@ UNAVERAGED1=$(event unaveraged_steps); HANDOFFS1=$(event handoffs)
 RLOST1=$(event samples_lost); RPEERS1=$(event peers_lost)
 log "after the reclaim: step $(status step), hand-offs $HANDOFFS0 -> $HANDOFFS1, unaveraged steps $UNAVERAGED1, samples_lost $RLOST0 -> $RLOST1, peers_lost $RPEERS0 -> $RPEERS1"
 # Reclaimed workers leave gracefully: each gives the gradient it holds to its stage on the way out
-# (joins the open step or hands it off), so nothing is lost and no peer is counted as lost. Whether
-# a worker holds any when its notice comes is timing (one that drains between steps has nothing to
-# give), so the hand-off count is reported above, not asserted; samples_lost is the invariant.
-# The goal is 0. A clean-clone CI run on 2026-12-01 lost 12 samples here (hand-offs 0 -> 1 of 3
-# drained workers, no peer lost, no unaveraged step) and the rerun lost none: an open,
-# intermittent loss, still counted by the registry. Until it is found the check holds the bound
-# (at most one global batch, the samples one step can hold) and the FIGURE line reports the count.
-GB=$(k get swarmjob $JOB -o jsonpath='{.spec.training.globalBatch}')
+# (joins the open step or hands it off to a peer that stays), so nothing is lost and no peer is
+# counted as lost. Whether a worker holds any when its notice comes is timing (one that drains
+# between steps has nothing to give), so the hand-off count is reported, not asserted;
+# samples_lost is the invariant. Forwards whose backward never came are not gradient (their
+# trainer recomputes them elsewhere) and are not counted.
 log "FIGURE graceful_reclaim_samples_lost $((RLOST1 - RLOST0))"
-[ $((RLOST1 - RLOST0)) -le "${GB:-16}" ] || fail "samples lost across a graceful reclaim: $RLOST0 -> $RLOST1 (more than one global batch, $GB)"
+if [ "$RLOST1" != "$RLOST0" ]; then
+  echo "registry events: $(stats | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin).get("events")))')"
+  for d in "${DOOMED[@]}"; do echo "-- $d (drained)"; grep -E "leav|hand|drain|lost|dropp|step|stage" "$OUT/$d.log" | tail -25; done
+  fail "samples lost across a graceful reclaim: $RLOST0 -> $RLOST1"
+fi
 
 # ---- the dashboard: every panel shows data (a preemption happened, so its panels have some) ----
 sleep 12

@@ -14,6 +14,7 @@
 //    a stage writes a checkpoint instead, when checkpoints are configured.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "planner/rebalance.h"
@@ -362,41 +363,63 @@ void StageServer::Impl::resync() {
 
 bool StageServer::Impl::handoff_gradients() {
   int64_t samples;
+  double ends;
   {
     swarm::MutexLock lk(mu);
     samples = samples_done;
+    ends = drain_ends;  // drain() sets it from another thread
   }
   if (samples == 0) return true;
   const int s = stage.load();
+  const int64_t mine = step.load();
   const auto flat = flat_grads(*model);
-  std::vector<planner::PeerRecord> peers;
-  try {
-    peers = registry->peers("worker", s);
-  } catch (const std::exception&) {
-  }
-  for (const auto& p : peers) {
-    if (p.peer_id == opt.peer_id || !serving(p) || p.step != step.load()) continue;
+  // Within what is left of a drain's budget: the process must exit before it is killed. Without
+  // a drain (a rebalancer move) within one backward timeout.
+  const double until = ends > 0 ? ends - 0.3 : now_seconds() + opt.spec.timeouts.backward_seconds;
+  // Every serving peer of the stage is a candidate, those listed at this peer's step first: a
+  // listing can be a heartbeat old (a peer that just stepped, or just joined), so the receiver,
+  // not the listing, decides whether the step is still open (it refuses a closed one). A failed
+  // registry read or a round without a taker is tried again while the budget lasts: a stage whose
+  // other peers are all joining (replacements downloading the state) has a taker moments later.
+  for (int round = 0; now_seconds() < until; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    std::vector<planner::PeerRecord> peers;
     try {
-      net::Client client(p.host, static_cast<uint16_t>(p.port), opt.secret, client_options);
-      auto m = make_message(kGradientHandoff, {{"stage", s}, {"step", step.load()}, {"samples", samples},
-                                               {"peer", opt.peer_id}});
-      m.tensors.push_back(to_wire(flat));
-      // Within what is left of a drain's budget: the process must exit before it is killed.
-      double timeout = opt.spec.timeouts.backward_seconds;
-      double ends;
-      {
-        swarm::MutexLock lk(mu);  // drain() sets it from another thread
-        ends = drain_ends;
-      }
-      if (ends > 0) timeout = std::max(0.2, std::min(timeout, ends - now_seconds() - 0.3));
-      client.call(std::move(m), to_ms(timeout));
-      spdlog::info("worker {}: handed {} samples of gradient to {}", opt.peer_id, samples, p.peer_id);
-      report_event("handoffs", 1);
-      return true;
+      peers = registry->peers("worker", s);
     } catch (const std::exception& e) {
-      spdlog::warn("worker {}: hand-off to {} failed: {}", opt.peer_id, p.peer_id, e.what());
+      spdlog::warn("worker {}: hand-off: registry unreachable: {}", opt.peer_id, e.what());
+      continue;
     }
+    std::stable_partition(peers.begin(), peers.end(), [&](const auto& p) { return p.step == mine; });
+    bool refused_closed = false;
+    for (const auto& p : peers) {
+      if (p.peer_id == opt.peer_id || !serving(p)) continue;
+      const double timeout = std::max(0.2, std::min(opt.spec.timeouts.backward_seconds, until - now_seconds()));
+      try {
+        net::Client client(p.host, static_cast<uint16_t>(p.port), opt.secret, client_options);
+        auto m = make_message(kGradientHandoff, {{"stage", s}, {"step", mine}, {"samples", samples},
+                                                 {"peer", opt.peer_id}});
+        m.tensors.push_back(to_wire(flat));
+        client.call(std::move(m), to_ms(timeout));
+        spdlog::info("worker {}: handed {} samples of gradient of step {} to {}", opt.peer_id, samples, mine,
+                     p.peer_id);
+        report_event("handoffs", 1);
+        return true;
+      } catch (const net::RemoteError& e) {
+        refused_closed = refused_closed || e.code() == net::ErrorCode::StepClosed;
+        spdlog::warn("worker {}: hand-off to {} refused: {}", opt.peer_id, p.peer_id, e.what());
+      } catch (const std::exception& e) {
+        spdlog::warn("worker {}: hand-off to {} failed: {}", opt.peer_id, p.peer_id, e.what());
+      }
+    }
+    // The stage's step closed without this gradient (every taker has moved on): no later try helps.
+    if (refused_closed && std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
+          return p.peer_id != opt.peer_id && serving(p) && p.step == mine;
+        }))
+      break;
   }
+  spdlog::warn("worker {}: no peer of stage {} took its {} samples of gradient of step {}", opt.peer_id, s,
+               samples, mine);
   return false;
 }
 
@@ -435,7 +458,12 @@ void StageServer::Impl::complete_leave() {
   int64_t lost = 0;
   {
     swarm::MutexLock lk(mu);
-    lost = activations.clear();  // forwards whose backward never came: their trainers recompute
+    // Forwards whose backward never came are not gradient: their trainers recompute them on
+    // another peer of the stage (or dropped the microbatch and count it themselves), so they are
+    // not lost samples.
+    if (const int64_t owed = activations.clear(); owed > 0)
+      spdlog::info("worker {}: leaving with {} samples of forwards whose backward never came (not gradient)",
+                   opt.peer_id, owed);
   }
   const bool alone = !others_serve(*registry, opt.peer_id, from);
   if (!handoff_gradients()) {
