@@ -172,6 +172,7 @@ struct WorkerCommand {
   int run() {
     worker.spec = swarm::load_job_spec(job);
     worker.secret = swarm::resolve_secret(worker.spec.secret);
+    worker.previous_secret = swarm::resolve_previous_secret(worker.spec.secret);
     if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
     if (checkpoint_every > 0) worker.spec.checkpoint.every_steps = checkpoint_every;
     worker.stage = parse_stage();

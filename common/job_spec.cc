@@ -30,6 +30,8 @@ struct Spelling {
   const char* name;
 };
 
+constexpr Spelling<Transport> kTransports[] = {{Transport::Authenticated, "authenticated"},
+                                               {Transport::Encrypted, "encrypted"}};
 constexpr Spelling<Compression> kCompressions[] = {{Compression::None, "none"},
                                                    {Compression::Blockwise8, "blockwise8"}};
 constexpr Spelling<OptimizerKind> kOptimizers[] = {{OptimizerKind::AdamW, "adamw"},
@@ -64,6 +66,8 @@ SpecError::SpecError(std::vector<std::string> errors, std::string source)
       source_(std::move(source)) {}
 
 const char* to_string(Compression c) { return name_of(kCompressions, c); }
+const char* to_string(Transport t) { return name_of(kTransports, t); }
+std::optional<Transport> parse_transport(std::string_view s) { return value_of(kTransports, s); }
 const char* to_string(OptimizerKind k) { return name_of(kOptimizers, k); }
 const char* to_string(ScheduleKind k) { return name_of(kSchedules, k); }
 std::optional<Compression> parse_compression(std::string_view s) {
@@ -140,6 +144,8 @@ bool operator==(const SecretSpec& a, const SecretSpec& b) {
   return std::tie(a.env, a.secret_ref_name, a.secret_ref_key) ==
          std::tie(b.env, b.secret_ref_name, b.secret_ref_key);
 }
+bool operator==(const SecuritySpec& a, const SecuritySpec& b) { return a.transport == b.transport; }
+
 bool operator==(const RebalancingSpec& a, const RebalancingSpec& b) {
   return std::tie(a.enabled, a.period_seconds, a.min_peers_per_stage, a.min_gain, a.cooldown_seconds) ==
          std::tie(b.enabled, b.period_seconds, b.min_peers_per_stage, b.min_gain, b.cooldown_seconds);
@@ -149,9 +155,9 @@ bool operator==(const CheckpointSpec& a, const CheckpointSpec& b) {
 }
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return std::tie(a.api_version, a.kind, a.name, a.namespace_, a.model, a.pipeline, a.training,
-                  a.workers, a.trainers, a.timeouts, a.secret, a.rebalancing, a.checkpoint) ==
+                  a.workers, a.trainers, a.timeouts, a.secret, a.rebalancing, a.checkpoint, a.security) ==
          std::tie(b.api_version, b.kind, b.name, b.namespace_, b.model, b.pipeline, b.training,
-                  b.workers, b.trainers, b.timeouts, b.secret, b.rebalancing, b.checkpoint);
+                  b.workers, b.trainers, b.timeouts, b.secret, b.rebalancing, b.checkpoint, b.security);
 }
 
 std::vector<std::string> validate_job_spec(const JobSpec& spec) {
@@ -173,6 +179,11 @@ std::string resolve_secret(const SecretSpec& secret) {
                     " is not set or empty");
   }
   return value;
+}
+
+std::string resolve_previous_secret(const SecretSpec& secret) {
+  const char* value = secret.env.empty() ? nullptr : std::getenv((secret.env + "_PREVIOUS").c_str());
+  return value == nullptr ? std::string() : std::string(value);
 }
 
 namespace detail {

@@ -38,6 +38,12 @@ enum class Compression {
   Blockwise8,  // "blockwise8": 8-bit blockwise quantization
 };
 
+// How the data plane protects its frames (worker/net/session.h).
+enum class Transport {
+  Authenticated,  // "authenticated": every byte of every frame authenticated (AES-256-GCM tag)
+  Encrypted,      // "encrypted": authenticated, and everything after each frame's header encrypted
+};
+
 enum class OptimizerKind {
   AdamW,  // "adamw"
   Lamb,   // "lamb"
@@ -175,6 +181,14 @@ struct CheckpointSpec {
   std::int64_t keep = 2;            // keep, >= 1: checkpoints kept per stage
 };
 
+// spec.security. transport left out: "authenticated" under `swarm local` (one machine); the
+// operator picks "encrypted" when the job's nodePools span more than one region, "authenticated"
+// otherwise, and writes its choice into the spec the pods read (resolved_transport).
+//   security: {transport: encrypted}
+struct SecuritySpec {
+  std::optional<Transport> transport;  // transport: authenticated | encrypted
+};
+
 struct JobSpec {
   std::string api_version = kSwarmJobApiVersion;  // apiVersion
   std::string kind = kSwarmJobKind;               // kind
@@ -189,6 +203,7 @@ struct JobSpec {
   SecretSpec secret;                              // spec.secret
   RebalancingSpec rebalancing;                    // spec.rebalancing
   CheckpointSpec checkpoint;                      // spec.checkpoint
+  SecuritySpec security;                          // spec.security
   // The Kubernetes-only fields the manifest set (spec.nodePools, spec.placement,
   // spec.workers.image/resources/minPerStage/maxPerStage, spec.trainers.image/resources,
   // spec.checkpoint.volumeClaimName), as paths.
@@ -233,13 +248,18 @@ void check_job_spec(const JobSpec& spec);
 // "spec.secret.env: environment variable X is not set or empty" when it is missing. A secretRef is
 // delivered in that same variable by the operator (see SecretSpec).
 std::string resolve_secret(const SecretSpec& secret);
+// The previous secret during a rotation: the variable <spec.env>_PREVIOUS, or "" when unset. Only
+// checkpoints are opened with it (docs/security.md, "Rotating a job's secret").
+std::string resolve_previous_secret(const SecretSpec& secret);
 
 // The YAML/JSON spellings of the enums, and back (nullopt for an unknown spelling).
 const char* to_string(Compression c);
 const char* to_string(OptimizerKind k);
+const char* to_string(Transport t);
 const char* to_string(ScheduleKind k);
 std::optional<Compression> parse_compression(std::string_view s);
 std::optional<OptimizerKind> parse_optimizer_kind(std::string_view s);
+std::optional<Transport> parse_transport(std::string_view s);
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view s);
 
 // Kubernetes name rules. A DNS-1123 label: 1..63 of [a-z0-9-], starting and ending with [a-z0-9].
@@ -256,6 +276,7 @@ bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
 bool operator==(const TrainingSpec& a, const TrainingSpec& b);
 bool operator==(const WorkersSpec& a, const WorkersSpec& b);
 bool operator==(const RoutingSpec& a, const RoutingSpec& b);
+bool operator==(const SecuritySpec& a, const SecuritySpec& b);
 bool operator==(const TrainersSpec& a, const TrainersSpec& b);
 bool operator==(const TimeoutsSpec& a, const TimeoutsSpec& b);
 bool operator==(const SecretSpec& a, const SecretSpec& b);

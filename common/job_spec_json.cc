@@ -159,6 +159,21 @@ class Reader {
     }
   }
 
+  // An enum that may be left out (out stays nullopt).
+  template <class E>
+  void get_enum(const char* key, std::optional<E>& out, std::optional<E> (*parse)(std::string_view),
+                const char* choices) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    std::optional<E> e;
+    if (v->is_string()) e = parse(v->get<std::string>());
+    if (e) {
+      out = e;
+    } else {
+      fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
+    }
+  }
+
   // A list of exactly two numbers, e.g. betas: [0.9, 0.95].
   void get_pair(const char* key, double& first, double& second) {
     const json* v = field(key);
@@ -365,6 +380,12 @@ void decode_checkpoint(Reader& spec, JobSpec& out) {
   r.finish();
 }
 
+void decode_security(Reader& spec, SecuritySpec& out) {
+  Reader r = spec.object("security");
+  r.get_enum("transport", out.transport, parse_transport, "authenticated, encrypted");
+  r.finish();
+}
+
 // spec: one section after the other (the order names them in "allowed: ..." messages).
 void decode_spec(Reader& root, JobSpec& out) {
   Reader spec = root.object("spec");
@@ -377,6 +398,7 @@ void decode_spec(Reader& root, JobSpec& out) {
   decode_secret(spec, out);
   decode_rebalancing(spec, out.rebalancing);
   decode_checkpoint(spec, out);
+  decode_security(spec, out.security);
   for (const char* k : {"placement", "nodePools"}) spec.ignore(k, out.cluster_only_fields);
   spec.finish();
 }
@@ -469,6 +491,7 @@ nlohmann::json to_json(const JobSpec& s) {
         {"everySteps", s.checkpoint.every_steps},
         {"keep", s.checkpoint.keep}}},
   };
+  if (s.security.transport) spec["security"] = {{"transport", to_string(*s.security.transport)}};
   return json{{"apiVersion", s.api_version},
               {"kind", s.kind},
               {"metadata", {{"name", s.name}, {"namespace", s.namespace_}}},

@@ -11,4 +11,9 @@ namespace swarm {
 // the generator fails (it never returns a weak value).
 std::string random_hex_token(size_t bytes = 32);
 
+// The token kept in the file `path` (its first line), or a fresh random_hex_token written there
+// with mode 0600 when the file is missing or empty. Throws std::runtime_error naming the path when
+// it can neither read one nor write one.
+std::string kept_token(const std::string& path, size_t bytes = 32);
+
 }  // namespace swarm

@@ -4,13 +4,17 @@
 // the parent, sends a float32 tensor (4 MiB by default) and receives it back --iters times, and
 // times --small-iters Ping calls with no tensors.
 //
-// How throughput is counted: tensor payload bytes only (frame headers, descriptors and MACs not
+// Every frame is authenticated (AES-256-GCM over all its bytes); with --transport encrypted it is
+// also encrypted (worker/net/session.h). Both ends of a run use the same transport.
+//
+// How throughput is counted: tensor payload bytes only (frame headers, descriptors and tags not
 // included), both directions: iters x tensor_bytes x 2 / wall time of the timed loop. Request and
 // reply are sequential (request fully sent before the reply starts), so this is the rate the link
 // actually moved payload while busy, comparable to a one-way iperf3 stream.
 // MB = 10^6 bytes.
 //
 //   wire_bench [--iters N] [--mib M] [--small-iters K] [--buf BYTES] [--warmup W]
+//              [--transport authenticated|encrypted]
 //   wire_bench --serve PORT [--buf BYTES]          run only the echo server (Ctrl-C to stop)
 //   wire_bench --connect HOST:PORT [...]           benchmark against a running --serve
 #include <signal.h>
@@ -43,11 +47,13 @@ struct Args {
   int buf = 4 << 20;
   int serve_port = -1;
   std::string connect;  // host:port
+  net::Protection protection = net::Protection::Authenticated;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: wire_bench [--iters N] [--mib M] [--small-iters K] [--warmup W] [--buf BYTES]\n"
+               "                  [--transport authenticated|encrypted]\n"
                "       wire_bench --serve PORT [--buf BYTES]\n"
                "       wire_bench --connect HOST:PORT [--iters N] ...\n");
   std::exit(2);
@@ -66,6 +72,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--buf") a.buf = std::stoi(v);
     else if (k == "--serve") a.serve_port = std::stoi(v);
     else if (k == "--connect") a.connect = v;
+    else if (k == "--transport") a.protection = net::parse_protection(v);
     else usage();
   }
   return a;
@@ -76,16 +83,17 @@ net::Message echo(net::Message&& m) {
   return std::move(m);                          // tensors go back from the buffers they came in
 }
 
-std::unique_ptr<net::Server> make_server(const std::string& host, uint16_t port, int buf) {
+std::unique_ptr<net::Server> make_server(const std::string& host, uint16_t port, int buf, net::Protection p) {
   net::ServerOptions opts;
   opts.socket_buffer_bytes = buf;
+  opts.protection = p;
   auto s = std::make_unique<net::Server>(host, port, kSecret, echo, opts);
   s->start();
   return s;
 }
 
 // Forks the echo server; returns its port. The child exits when `*keepalive_fd` is closed.
-uint16_t fork_server(int buf, pid_t* child, int* keepalive_fd) {
+uint16_t fork_server(int buf, net::Protection p, pid_t* child, int* keepalive_fd) {
   int port_pipe[2], life_pipe[2];
   if (::pipe(port_pipe) != 0 || ::pipe(life_pipe) != 0) std::perror("pipe"), std::exit(1);
   pid_t pid = ::fork();  // before any thread exists in this process
@@ -93,7 +101,7 @@ uint16_t fork_server(int buf, pid_t* child, int* keepalive_fd) {
   if (pid == 0) {
     ::close(port_pipe[0]);
     ::close(life_pipe[1]);
-    auto server = make_server("127.0.0.1", 0, buf);
+    auto server = make_server("127.0.0.1", 0, buf, p);
     uint16_t port = server->port();
     if (::write(port_pipe[1], &port, sizeof port) != sizeof port) ::_exit(1);
     char c;
@@ -125,6 +133,7 @@ double pct(std::vector<double>& v, double p) {
 int run_client(const Args& a, const std::string& host, uint16_t port, const char* where) {
   net::ClientOptions copts;
   copts.socket_buffer_bytes = a.buf;
+  copts.protection = a.protection;
   net::Client client(host, port, kSecret, copts);
   size_t n = static_cast<size_t>(a.mib * 1024 * 1024 / 4);
   auto buf = std::make_shared<std::vector<float>>(n);
@@ -163,7 +172,8 @@ int run_client(const Args& a, const std::string& host, uint16_t port, const char
     us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
   }
 
-  std::printf("wire_bench: %.2f MiB float32 tensor echoed %d times, %s\n", bytes / 1048576.0, a.iters, where);
+  std::printf("wire_bench: %.2f MiB float32 tensor echoed %d times, %s, transport %s\n", bytes / 1048576.0, a.iters,
+              where, net::protection_name(a.protection));
   std::printf("  socket buffers        : %s\n", a.buf > 0 ? (std::to_string(a.buf) + " bytes (SO_SNDBUF/SO_RCVBUF)").c_str() : "kernel default (autotuning)");
   std::printf("  timed loop            : %.3f s, %.3f ms per round trip\n", secs, secs * 1e3 / a.iters);
   std::printf("  throughput, both ways : %.1f MB/s  = %d x %zu tensor bytes x 2 directions / wall time (MB = 1e6 B)\n",
@@ -185,7 +195,7 @@ int main(int argc, char** argv) {
   if (a.iters <= 0 || a.mib <= 0 || a.small_iters <= 0) usage();
   try {
     if (a.serve_port >= 0) {
-      auto server = make_server("0.0.0.0", static_cast<uint16_t>(a.serve_port), a.buf);
+      auto server = make_server("0.0.0.0", static_cast<uint16_t>(a.serve_port), a.buf, a.protection);
       std::printf("wire_bench: echo server on port %u\n", server->port());
       std::fflush(stdout);
       ::pause();
@@ -199,7 +209,7 @@ int main(int argc, char** argv) {
     }
     pid_t child = -1;
     int keepalive = -1;
-    uint16_t port = fork_server(a.buf, &child, &keepalive);
+    uint16_t port = fork_server(a.buf, a.protection, &child, &keepalive);
     int rc = run_client(a, "127.0.0.1", port, "loopback, server in a child process");
     ::close(keepalive);
     int status = 0;

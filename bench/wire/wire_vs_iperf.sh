@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Loopback TCP ceiling (iperf3, one stream, 3 s) next to swarm_net's echo throughput (wire_bench),
-# and their ratio: wire bytes/s / iperf3 bytes/s (goal >= 0.5).
+# Loopback TCP ceiling (iperf3, one stream, 3 s) next to swarm_net's echo throughput (wire_bench)
+# with each transport (authenticated: every byte AES-256-GCM authenticated; encrypted: also
+# encrypted), and their ratios: wire bytes/s / iperf3 bytes/s (goal >= 0.5, encrypted included).
 #
 #   bench/wire/wire_vs_iperf.sh [path/to/wire_bench] [wire_bench args...]
 #
@@ -36,14 +37,19 @@ else
 fi
 iperf_Bps=$(awk -v b="$iperf_bps" 'BEGIN { printf "%.0f", b / 8 }')
 
-out=$("$bin" "$@")
-echo "$out"
-wire_Bps=$(sed -n 's/^WIRE_BYTES_PER_SEC=//p' <<<"$out")
-[ -n "$wire_Bps" ] || { echo "wire_vs_iperf: wire_bench printed no WIRE_BYTES_PER_SEC" >&2; exit 1; }
+declare -A wire
+for t in authenticated encrypted; do
+  out=$("$bin" --transport "$t" "$@")
+  echo "$out"
+  echo
+  wire[$t]=$(sed -n 's/^WIRE_BYTES_PER_SEC=//p' <<<"$out")
+  [ -n "${wire[$t]}" ] || { echo "wire_vs_iperf: wire_bench printed no WIRE_BYTES_PER_SEC" >&2; exit 1; }
+done
 
-echo
-awk -v i="$iperf_Bps" -v w="$wire_Bps" 'BEGIN {
-  printf "iperf3 loopback, 1 stream, 3 s       : %10.1f MB/s (%.2f Gbit/s)\n", i / 1e6, i * 8 / 1e9;
-  printf "wire_bench echo, payload both ways   : %10.1f MB/s (%.2f Gbit/s)\n", w / 1e6, w * 8 / 1e9;
-  printf "ratio wire / iperf3                  : %10.2f   (goal >= 0.5)\n", w / i;
+awk -v i="$iperf_Bps" -v a="${wire[authenticated]}" -v e="${wire[encrypted]}" 'BEGIN {
+  printf "iperf3 loopback, 1 stream, 3 s             : %10.1f MB/s (%.2f Gbit/s)\n", i / 1e6, i * 8 / 1e9;
+  printf "wire_bench echo, authenticated, both ways  : %10.1f MB/s (%.2f Gbit/s)\n", a / 1e6, a * 8 / 1e9;
+  printf "wire_bench echo, encrypted, both ways      : %10.1f MB/s (%.2f Gbit/s)\n", e / 1e6, e * 8 / 1e9;
+  printf "ratio authenticated / iperf3               : %10.2f   (goal >= 0.5)\n", a / i;
+  printf "ratio encrypted / iperf3                   : %10.2f   (goal >= 0.5)\n", e / i;
 }'

@@ -3,6 +3,8 @@
 #include "common/job_spec_json.h"
 #include "operator/api/quantity.h"
 
+#include <set>
+
 namespace swarm::op {
 namespace {
 
@@ -226,9 +228,18 @@ std::string checkpoint_folder(const SwarmJob& job) {
   return (!path.empty() && path.back() == '/' ? path : path + "/") + job.name;
 }
 
+Transport resolved_transport(const SwarmJob& job) {
+  if (job.spec.security.transport) return *job.spec.security.transport;
+  std::set<std::string> regions;
+  for (const NodePool& p : job.op.pools)
+    if (!p.region.empty()) regions.insert(p.region);
+  return regions.size() > 1 ? Transport::Encrypted : Transport::Authenticated;
+}
+
 json process_manifest(const SwarmJob& job) {
   JobSpec spec = job.spec;
   spec.checkpoint.path = checkpoint_folder(job);
+  spec.security.transport = resolved_transport(job);
   return to_json(spec);
 }
 

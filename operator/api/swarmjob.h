@@ -70,7 +70,8 @@ SwarmJob parse_swarmjob(const json& obj);
 
 // The manifest handed to workers and trainers (ConfigMap job.yaml): the JobSpec alone, in the
 // shape `swarm worker --job` reads. With a checkpoint claim, its checkpoint.path is the job's own
-// folder on the claim (checkpoint_folder), so jobs sharing a claim never see each other's stages.
+// folder on the claim (checkpoint_folder), so jobs sharing a claim never see each other's stages;
+// its security.transport is always set (resolved_transport), so every pod protects alike.
 json process_manifest(const SwarmJob& job);
 
 // Where the workers write checkpoints: spec.checkpoint.path, or with a claim mounted there, the
@@ -78,6 +79,10 @@ json process_manifest(const SwarmJob& job);
 // checkpoint, as the user it runs as, which a kubelet-made subPath folder would not let it do).
 // A job re-created under the same name resumes from that folder.
 std::string checkpoint_folder(const SwarmJob& job);
+
+// spec.security.transport, or when left out: "encrypted" when the job's nodePools name more than
+// one region (its frames cross networks between regions), "authenticated" otherwise.
+Transport resolved_transport(const SwarmJob& job);
 
 // max_per_stage with its default applied.
 int effective_max_per_stage(const SwarmJob& job);

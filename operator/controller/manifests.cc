@@ -19,6 +19,16 @@ json secret_env(const SwarmJob& job) {
   return {{"name", s.env}, {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}}}}}};
 }
 
+// The job's previous secret during a rotation (key "<key>.previous" of the same Secret, optional):
+// workers accept checkpoints written with it (docs/security.md).
+json previous_secret_env(const SwarmJob& job) {
+  const auto& s = job.spec.secret;
+  const std::string name = s.secret_ref_name.empty() ? secret_name(job.name) : s.secret_ref_name;
+  const std::string key = (s.secret_ref_name.empty() ? std::string("token") : s.secret_ref_key) + ".previous";
+  return {{"name", s.env + "_PREVIOUS"},
+          {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}, {"optional", true}}}}}};
+}
+
 json field_env(const std::string& name, const std::string& path) {
   return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
 }
@@ -85,7 +95,7 @@ json process_container(const SwarmJob& job, const std::string& name, const PodRe
             {"command", json::array({"swarm"})},
             {"args", args},
             {"env", json::array({field_env("POD_NAME", "metadata.name"), field_env("POD_IP", "status.podIP"),
-                                 secret_env(job)})},
+                                 secret_env(job), previous_secret_env(job)})},
             {"volumeMounts", json::array({{{"name", "job"}, {"mountPath", "/etc/swarm"}, {"readOnly", true}},
                                           {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
             {"securityContext",

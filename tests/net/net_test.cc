@@ -39,19 +39,58 @@ net::Message float_request(size_t n, float base) {
   return m;
 }
 
-// A plain TCP socket for misbehaving peers.
+// A plain TCP socket for misbehaving peers. With `hello`, it does the session handshake (session.h)
+// by hand, so it can send frames of its own making; frame() and reply() are the connection's first
+// frame each way.
 struct RawSocket {
   int fd = -1;
-  explicit RawSocket(uint16_t port) {
+  net::Hello mine, theirs;
+  explicit RawSocket(uint16_t port, bool hello = false, net::Protection p = net::Protection::Authenticated) {
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ADD_FAILURE() << "connect";
+    if (hello) handshake(p);
   }
   ~RawSocket() { ::close(fd); }
   void send(const std::string& s) { ASSERT_EQ(::send(fd, s.data(), s.size(), MSG_NOSIGNAL), static_cast<ssize_t>(s.size())); }
+  void handshake(net::Protection p) {
+    mine = net::make_hello(p);
+    uint8_t b[net::kHelloBytes];
+    net::encode_hello(mine, b);
+    send(std::string(reinterpret_cast<char*>(b), sizeof b));
+    std::string got;
+    while (got.size() < net::kHelloBytes) {
+      char c[net::kHelloBytes];
+      ssize_t n = ::recv(fd, c, net::kHelloBytes - got.size(), 0);
+      if (n <= 0) {
+        ADD_FAILURE() << "no hello from the server";
+        return;
+      }
+      got.append(c, static_cast<size_t>(n));
+    }
+    theirs = net::parse_hello(reinterpret_cast<const uint8_t*>(got.data()));
+    auto s = net::make_session(kSecret, true, mine, theirs);
+    send(std::string(s.my_confirmation.begin(), s.my_confirmation.end()));
+    char c[32];
+    size_t n = 0;
+    while (n < sizeof c) {
+      ssize_t r = ::recv(fd, c + n, sizeof c - n, 0);
+      if (r <= 0) break;
+      n += static_cast<size_t>(r);
+    }
+    EXPECT_EQ(std::string(c, n), std::string(s.their_confirmation.begin(), s.their_confirmation.end()));
+  }
+  std::string frame(const net::Message& m, const std::string& secret = kSecret) {
+    auto s = net::make_session(secret, true, mine, theirs);
+    return net::encode_frame(m, *s.tx);
+  }
+  net::Message reply(const std::string& bytes) {
+    auto s = net::make_session(kSecret, true, mine, theirs);
+    return net::decode_frame(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), *s.rx, {});
+  }
   // Everything until EOF, or what came before `limit`.
   std::string read_to_eof(std::chrono::milliseconds limit, bool* eof = nullptr) {
     std::string out;
@@ -89,10 +128,6 @@ struct SilentListener {
   }
   ~SilentListener() { ::close(fd); }
 };
-
-net::Message decode_reply(const std::string& bytes) {
-  return net::decode_frame(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), kSecret, {});
-}
 
 }  // namespace
 
@@ -198,14 +233,14 @@ TEST(Net, ServerRefusalsCarryCodes) {
   net::Server server("127.0.0.1", 0, kSecret, echo);
   server.start();
   {
-    RawSocket raw(server.port());
+    RawSocket raw(server.port(), true);
     raw.send(std::string(40, 'Z'));
-    EXPECT_EQ(net::decode_error(decode_reply(raw.read_to_eof(5s))).code, net::ErrorCode::BadFrame);
+    EXPECT_EQ(net::decode_error(raw.reply(raw.read_to_eof(5s))).code, net::ErrorCode::BadFrame);
   }
   {
-    RawSocket raw(server.port());
-    raw.send(net::encode_frame(float_request(4, 0), "guess"));
-    EXPECT_EQ(net::decode_error(decode_reply(raw.read_to_eof(5s))).code, net::ErrorCode::Unauthenticated);
+    RawSocket raw(server.port(), true);
+    raw.send(raw.frame(float_request(4, 0), "guess"));
+    EXPECT_EQ(net::decode_error(raw.reply(raw.read_to_eof(5s))).code, net::ErrorCode::Unauthenticated);
   }
 }
 
@@ -213,23 +248,23 @@ TEST(Net, MalformedFrameGetsNamedErrorThenServerServesOthers) {
   net::Server server("127.0.0.1", 0, kSecret, echo);
   server.start();
   {
-    RawSocket raw(server.port());
+    RawSocket raw(server.port(), true);
     raw.send(std::string(40, 'Z'));  // magic 0x5A5A5A5A
     bool eof = false;
     std::string reply = raw.read_to_eof(5s, &eof);
     EXPECT_TRUE(eof) << "server must close after a malformed frame";
-    net::Message m = decode_reply(reply);
+    net::Message m = raw.reply(reply);
     EXPECT_EQ(m.type, net::Error);
     EXPECT_NE(net::error_text(m).find("header.magic: 0x5A5A5A5A is not SWRM"), std::string::npos) << net::error_text(m);
   }
   {
-    RawSocket raw(server.port());  // valid header, descriptor with a bad rank
+    RawSocket raw(server.port(), true);  // valid header, descriptor with a bad rank
     net::Message bad;
     bad.type = net::Forward;
     bad.request_id = 42;
     bad.tensors.push_back(net::WireTensor::allocate(net::DType::Int8, std::vector<int64_t>(9, 1)));
-    raw.send(net::encode_frame(bad, kSecret));
-    net::Message m = decode_reply(raw.read_to_eof(5s));
+    raw.send(raw.frame(bad));
+    net::Message m = raw.reply(raw.read_to_eof(5s));
     EXPECT_EQ(m.request_id, 42u);
     EXPECT_EQ(net::error_text(m), "tensor[0].ndim: 9 exceeds limit 8");
   }
@@ -241,27 +276,31 @@ TEST(Net, MalformedFrameGetsNamedErrorThenServerServesOthers) {
 TEST(Net, WrongSecretIsUnauthenticated) {
   net::Server server("127.0.0.1", 0, kSecret, echo);
   server.start();
-  {  // The server answers Error "unauthenticated" (MACed with its own secret) and closes.
-    RawSocket raw(server.port());
+  {  // The server answers Error "unauthenticated" (sealed with its own keys) and closes.
+    RawSocket raw(server.port(), true);
     net::Message req = float_request(100, 0);
     req.request_id = 3;
-    raw.send(net::encode_frame(req, "guess"));
+    raw.send(raw.frame(req, "guess"));
     bool eof = false;
-    net::Message m = decode_reply(raw.read_to_eof(5s, &eof));
+    net::Message m = raw.reply(raw.read_to_eof(5s, &eof));
     EXPECT_TRUE(eof);
     EXPECT_EQ(m.type, net::Error);
     EXPECT_EQ(m.request_id, 3u);
     EXPECT_EQ(net::error_text(m), "unauthenticated");
   }
-  // A Client with the wrong secret cannot authenticate that reply either, and says so.
+  // A Client with the wrong secret does not get past the handshake, and says why.
   net::Client intruder("127.0.0.1", server.port(), "guess");
   try {
     intruder.call(float_request(100, 0), 5s);
     FAIL() << "expected NetError";
   } catch (const net::NetError& e) {
-    EXPECT_NE(std::string(e.what()).find("frame.mac: authentication failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("handshake: key confirmation failed: the peer does not hold this job's secret"),
+              std::string::npos)
+        << e.what();
   }
-  EXPECT_EQ(server.stats().auth_failures, 2u);
+  for (int i = 0; i < 200 && server.stats().handshake_failures < 1; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(server.stats().auth_failures, 1u);
+  EXPECT_EQ(server.stats().handshake_failures, 1u);
   EXPECT_EQ(server.stats().frames_in, 0u);
 }
 
@@ -270,8 +309,8 @@ TEST(Net, HalfFrameThenSilenceOnlyCostsItsOwnConnection) {
   opts.idle_timeout = 300ms;
   net::Server server("127.0.0.1", 0, kSecret, echo, opts);
   server.start();
-  RawSocket raw(server.port());
-  std::string f = net::encode_frame(float_request(1000, 0), kSecret);
+  RawSocket raw(server.port(), true);
+  std::string f = raw.frame(float_request(1000, 0));
   raw.send(f.substr(0, f.size() / 2));
   net::Client client("127.0.0.1", server.port(), kSecret);
   EXPECT_EQ(client.call(float_request(10, 0), 2s).type, net::ForwardReply);  // not stalled
@@ -439,4 +478,83 @@ TEST(Net, WritingIntoAClosedConnectionIsAnErrorNotASignal) {
     EXPECT_THROW(client.call(float_request(16 << 20, 0), 10s), net::NetError);  // no SIGPIPE
   }
   EXPECT_EQ(client.call(float_request(1000, 0), 5s).type, net::ForwardReply);
+}
+
+// Encrypted end to end over TCP: a 4 MiB tensor round trip, and nothing of it readable on the wire.
+TEST(Net, EncryptedRoundTripKeepsTensorBytesOffTheWire) {
+  net::ServerOptions so;
+  so.protection = net::Protection::Encrypted;
+  net::Server server("127.0.0.1", 0, kSecret, echo, so);
+  server.start();
+  net::ClientOptions co;
+  co.protection = net::Protection::Encrypted;
+  net::Client client("127.0.0.1", server.port(), kSecret, co);
+  for (int i = 0; i < 3; ++i) {
+    net::Message req = float_request(1 << 20, static_cast<float>(i));
+    net::Message rep = client.call(req, 10s);
+    ASSERT_EQ(rep.tensors.size(), 1u);
+    EXPECT_EQ(std::memcmp(rep.tensors[0].data, req.tensors[0].data, rep.tensors[0].nbytes), 0);
+  }
+  EXPECT_EQ(client.stats().connects, 1u);
+  // What a raw peer with the right secret sees of an encrypted reply before opening it.
+  RawSocket raw(server.port(), true, net::Protection::Encrypted);
+  net::Message req = float_request(256, 7);
+  req.meta = R"({"note":"visible only to the job"})";
+  raw.send(raw.frame(req));
+  const std::string bytes = raw.read_to_eof(2s);
+  EXPECT_EQ(bytes.find("visible only to the job"), std::string::npos);
+  const std::string data(reinterpret_cast<const char*>(req.tensors[0].data), req.tensors[0].nbytes);
+  EXPECT_EQ(bytes.find(data.substr(0, 64)), std::string::npos);
+  net::Message back = raw.reply(bytes);
+  EXPECT_EQ(back.meta, req.meta);
+  EXPECT_EQ(std::memcmp(back.tensors.at(0).data, req.tensors[0].data, req.tensors[0].nbytes), 0);
+}
+
+// A byte changed on the path, in the tensor bytes, is refused by the server (unauthenticated),
+// which closes that connection; other connections are served.
+TEST(Net, ATensorByteChangedOnThePathIsRefused) {
+  for (auto p : {net::Protection::Authenticated, net::Protection::Encrypted}) {
+    SCOPED_TRACE(net::protection_name(p));
+    net::ServerOptions so;
+    so.protection = p;
+    net::Server server("127.0.0.1", 0, kSecret, echo, so);
+    server.start();
+    RawSocket raw(server.port(), true, p);
+    net::Message req = float_request(1000, 1);
+    req.request_id = 9;
+    std::string f = raw.frame(req);
+    f[f.size() - 16 - 100] ^= 0x01;  // a bit of the last tensor's data
+    raw.send(f);
+    bool eof = false;
+    net::Message m = raw.reply(raw.read_to_eof(5s, &eof));
+    EXPECT_TRUE(eof);
+    EXPECT_EQ(net::decode_error(m).code, net::ErrorCode::Unauthenticated);
+    EXPECT_EQ(server.stats().auth_failures, 1u);
+    EXPECT_EQ(server.stats().frames_in, 0u);
+    net::ClientOptions co;
+    co.protection = p;
+    net::Client client("127.0.0.1", server.port(), kSecret, co);
+    EXPECT_EQ(client.call(float_request(10, 0), 5s).type, net::ForwardReply);
+  }
+}
+
+// Processes of one job configured with different transports cannot talk, and say why.
+TEST(Net, MismatchedTransportsFailWithAClearError) {
+  net::ServerOptions so;
+  so.protection = net::Protection::Encrypted;
+  net::Server server("127.0.0.1", 0, kSecret, echo, so);
+  server.start();
+  net::Client client("127.0.0.1", server.port(), kSecret);  // authenticated
+  try {
+    client.call(float_request(10, 0), 5s);
+    FAIL() << "expected NetError";
+  } catch (const net::NetError& e) {
+    EXPECT_NE(std::string(e.what()).find("handshake: the peer protects frames as encrypted, this side as "
+                                         "authenticated"),
+              std::string::npos)
+        << e.what();
+  }
+  for (int i = 0; i < 200 && server.stats().handshake_failures < 1; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(server.stats().handshake_failures, 1u);
+  EXPECT_EQ(server.stats().frames_in, 0u);
 }

@@ -1,5 +1,9 @@
 // End-to-end: `build/bin/swarm local` as a user runs it — separate processes on loopback.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
 
 #include "tests/swarm/swarm_process.h"
 
@@ -158,6 +162,46 @@ TEST(LocalRun, SingleProcessBaselineWritesTheSameSummary) {
   s = read_json(summary);
   EXPECT_EQ(s["steps"], 2);
   EXPECT_EQ(s["eval_loss"].get<double>(), 0) << s.dump();
+}
+
+// spec.security.transport: encrypted on the default job's shape: the swarm trains with every frame
+// encrypted, writes authenticated checkpoints, and a second run given the same --log-dir (the job
+// secret it keeps there, mode 0600) restores them. A planted, unauthenticated checkpoint newer than
+// theirs is refused, not restored.
+TEST(LocalRun, EncryptedTransportTrainsAndResumesFromItsAuthenticatedCheckpoints) {
+  const auto dir = fresh_dir("encrypted");
+  ::unsetenv("SWARM_JOB_SECRET");
+  const std::string shape = R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 32}
+  pipeline: {stages: 2}
+  workers: {threads: 1}
+  security: {transport: encrypted}
+)";
+  const auto first = write_job(dir, shape + "  training: {globalBatch: 16, microbatch: 4, maxSteps: 10, schedule: {warmupSteps: 2}}\n");
+  const std::string logs = dir + "/logs", summary = dir + "/summary.json";
+  ASSERT_EQ(run({"local", first, "--summary", summary, "--log-dir", logs, "--no-progress", "--checkpoint-every", "5"},
+                dir + "/out1.log", 240),
+            0)
+      << read_text(dir + "/out1.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+  EXPECT_LT(s["loss_last"].get<double>(), s["loss_first"].get<double>()) << s.dump();
+  struct stat st {};
+  ASSERT_EQ(::stat((logs + "/job-secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::ofstream(logs + "/checkpoints/stage-1/step-000000900.ckpt") << "planted, no trailer";
+
+  const auto second = write_job(dir, shape + "  training: {globalBatch: 16, microbatch: 4, maxSteps: 15, schedule: {warmupSteps: 2}}\n");
+  ASSERT_EQ(run({"local", second, "--summary", summary, "--log-dir", logs, "--no-progress", "--checkpoint-every", "5"},
+                dir + "/out2.log", 240),
+            0)
+      << read_text(dir + "/out2.log");
+  s = read_json(summary);
+  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+  const std::string w1 = read_text(logs + "/stage1-w0.log");
+  EXPECT_NE(w1.find("refused: checkpoint"), std::string::npos) << w1.substr(0, 4000);
+  EXPECT_NE(w1.find("restored from checkpoint"), std::string::npos) << w1.substr(0, 4000);
+  EXPECT_NE(read_text(logs + "/stage0-w0.log").find("restored from checkpoint"), std::string::npos);
 }
 
 }  // namespace

@@ -54,7 +54,10 @@ struct Client::Impl {
     asio::ip::tcp::socket s = detail::connect_tcp(io, host, port, connect_deadline,
                                                   opts.socket_buffer_bytes, endpoint);
     connects.fetch_add(1, std::memory_order_relaxed);
-    return std::make_unique<Connection>(std::move(s), endpoint, &bytes_in, &bytes_out);
+    auto c = std::make_unique<Connection>(std::move(s), endpoint, &bytes_in, &bytes_out);
+    c->set_deadline(connect_deadline);
+    c->handshake(secret, opts.protection, true);
+    return c;
   }
 
   void release(std::unique_ptr<Connection> c) EXCLUDES(mu) {
@@ -65,11 +68,11 @@ struct Client::Impl {
   Message call(Message& req, std::chrono::milliseconds timeout) {
     Clock::time_point deadline = Clock::now() + timeout;
     req.request_id = next_id.fetch_add(1, std::memory_order_relaxed);
-    OutFrame frame = prepare_frame(req, secret);  // WireError here: the caller's message is bad
+    OutFrame frame = prepare_frame(req);  // WireError here: the caller's message is bad
     std::unique_ptr<Connection> c = acquire(deadline);
     c->set_deadline(deadline);
     try {
-      c->write_all(frame.pieces(req));
+      c->send(frame, req);
     } catch (const NetError&) {
       // The server may have rejected the frame early and closed; surface its Error reply if it
       // is already here rather than a bare "connection reset".
@@ -77,7 +80,7 @@ struct Client::Impl {
       bool got = false;
       try {
         c->set_deadline(std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
-        early = c->receive(secret, opts.limits);
+        early = c->receive(opts.limits);
         got = early.type == Error;
       } catch (const std::exception&) {
       }
@@ -86,7 +89,7 @@ struct Client::Impl {
     }
     Message rep;
     try {
-      rep = c->receive(secret, opts.limits);
+      rep = c->receive(opts.limits);
     } catch (const AuthError& e) {
       throw NetError(endpoint, std::string("bad reply: ") + e.what() +
                                    " (is the job secret the same on both sides?)");

@@ -17,6 +17,7 @@ struct ClientOptions {
   Limits limits;                        // applied to replies
   size_t max_idle_connections = 8;      // kept open between calls
   int socket_buffer_bytes = 4 << 20;    // SO_SNDBUF/SO_RCVBUF; 0 = kernel default (autotuning)
+  Protection protection = Protection::Authenticated;  // must match the server's (session.h)
 };
 
 struct ClientStats {
@@ -25,7 +26,7 @@ struct ClientStats {
   uint64_t calls = 0;      // calls that returned a reply
   uint64_t failures = 0;   // calls that threw (RemoteError included)
   uint64_t timeouts = 0;   // failures that were timeouts
-  uint64_t connects = 0;   // connections opened
+  uint64_t connects = 0;   // connections opened (each with its own session handshake)
 };
 
 class Client {

@@ -174,13 +174,41 @@ void Connection::write_all(const std::vector<Piece>& pieces) {
   }
 }
 
-void Connection::send(const Message& m, const std::string& secret) {
-  OutFrame f = prepare_frame(m, secret);
+void Connection::handshake(const std::string& secret, Protection protection, bool is_client) {
+  const Hello mine = make_hello(protection);
+  uint8_t out[kHelloBytes], in[kHelloBytes];
+  encode_hello(mine, out);
+  write_all({{out, sizeof out}});
+  read(in, sizeof in, "hello", -1);
+  Session s;
+  try {
+    s = make_session(secret, is_client, mine, parse_hello(in));
+  } catch (const std::exception& e) {
+    throw NetError(peer_, std::string("handshake: ") + e.what());
+  }
+  write_all({{s.my_confirmation.data(), s.my_confirmation.size()}});
+  crypto::Mac theirs{};
+  read(theirs.data(), theirs.size(), "confirmation", -1);
+  if (!crypto::mac_equal(theirs.data(), s.their_confirmation.data(), theirs.size()))
+    throw NetError(peer_, "handshake: key confirmation failed: the peer does not hold this job's secret (or the "
+                          "hello was altered on the way)");
+  session_ = std::move(s);
+}
+
+void Connection::send(OutFrame& f, const Message& m) {
+  if (!has_session()) throw std::logic_error("Connection::send before the handshake");
+  seal_frame(f, m, *session_.tx);
   write_all(f.pieces(m));
 }
 
-Message Connection::receive(const std::string& secret, const Limits& limits, FrameHeader* header) {
-  return read_frame(*this, secret, limits, header);
+void Connection::send(const Message& m) {
+  OutFrame f = prepare_frame(m);
+  send(f, m);
+}
+
+Message Connection::receive(const Limits& limits, FrameHeader* header) {
+  if (!has_session()) throw std::logic_error("Connection::receive before the handshake");
+  return read_frame(*this, *session_.rx, limits, header);
 }
 
 bool Connection::stale() {

@@ -19,6 +19,7 @@
 
 #include "worker/net/frame.h"
 #include "worker/net/message.h"
+#include "worker/net/session.h"
 
 namespace swarm::net::detail {
 
@@ -47,11 +48,20 @@ class Connection : public ByteSource {
   void set_deadline(Clock::time_point deadline,
                     std::chrono::milliseconds idle = std::chrono::milliseconds::max());
 
-  // Frames. send() writes with one gather list straight from the tensors' memory;
-  // receive() reads header, meta, each descriptor, then the tensor bytes straight into the
-  // tensor's buffer. WireError for a bad frame, NetError for the connection.
-  void send(const Message& m, const std::string& secret);
-  Message receive(const std::string& secret, const Limits& limits, FrameHeader* header = nullptr);
+  // The session handshake (session.h), within the current deadline: hellos, keys, confirmations.
+  // NetError when the peer's hello is bad or asks for another protection (the message names
+  // both), when its confirmation fails (it does not hold the job's secret), or on a connection
+  // error / timeout.
+  void handshake(const std::string& secret, Protection protection, bool is_client);
+  bool has_session() const { return session_.tx != nullptr; }
+
+  // Frames, sealed and opened by the session. send() writes with one gather list (straight from
+  // the tensors' memory when only authenticated); receive() reads header, meta, each descriptor,
+  // then the tensor bytes straight into the tensor's buffer (decrypted there). WireError for a
+  // bad frame, AuthError for a failed tag, NetError for the connection.
+  void send(const Message& m);
+  void send(OutFrame& prepared, const Message& m);
+  Message receive(const Limits& limits, FrameHeader* header = nullptr);
 
   // ByteSource
   void read(void* dst, size_t n, const char* field, long index) override;
@@ -76,6 +86,7 @@ class Connection : public ByteSource {
   std::atomic<uint64_t>* bytes_in_;
   std::atomic<uint64_t>* bytes_out_;
   int wake_fd_;
+  Session session_;
   Clock::time_point deadline_ = Clock::time_point::max();
   std::chrono::milliseconds idle_ = std::chrono::milliseconds::max();
 };

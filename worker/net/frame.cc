@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 namespace swarm::net {
 
@@ -79,8 +80,8 @@ class BufferSource : public ByteSource {
   [[noreturn]] void truncated(uint64_t n, const char* field, long index) {
     std::string where = "frame ends at byte " + std::to_string(n_) + ", " + std::to_string(n) +
                         " bytes needed from byte " + std::to_string(pos_);
-    if (std::strcmp(field, "mac") == 0) {
-      throw AuthError("frame.mac: authentication failed (MAC missing: truncated, " + where + ")");
+    if (std::strcmp(field, "tag") == 0) {
+      throw AuthError("frame.tag: authentication failed (tag missing: truncated, " + where + ")");
     }
     fail(field_name(field, index), "truncated (" + where + ")");
   }
@@ -93,7 +94,7 @@ class BufferSource : public ByteSource {
 }  // namespace
 
 std::string field_name(const char* field, long index) {
-  if (std::strcmp(field, "mac") == 0) return "frame.mac";
+  if (std::strcmp(field, "tag") == 0) return "frame.tag";
   if (index < 0) return field;
   return "tensor[" + std::to_string(index) + "]." + field;
 }
@@ -133,7 +134,7 @@ void validate_header(const FrameHeader& h, const Limits& lim) {
   if (h.n_tensors > lim.max_tensors) {
     fail("header.n_tensors", std::to_string(h.n_tensors) + " exceeds limit " + std::to_string(lim.max_tensors));
   }
-  uint64_t fixed = kHeaderBytes + h.meta_len + kMacBytes;
+  uint64_t fixed = kHeaderBytes + h.meta_len + kTagBytes;
   if (lim.max_frame_bytes < fixed || h.body_len > lim.max_frame_bytes - fixed) {
     fail("header.body_len", std::to_string(h.body_len) + " makes the frame exceed max_frame_bytes " +
                                 std::to_string(lim.max_frame_bytes));
@@ -144,7 +145,7 @@ void validate_header(const FrameHeader& h, const Limits& lim) {
   }
 }
 
-OutFrame prepare_frame(const Message& m, const std::string& secret) {
+OutFrame prepare_frame(const Message& m) {
   if (m.meta.size() > std::numeric_limits<uint32_t>::max()) {
     fail("encode: meta", std::to_string(m.meta.size()) + " bytes do not fit a u32 meta_len");
   }
@@ -189,13 +190,41 @@ OutFrame prepare_frame(const Message& m, const std::string& secret) {
     pos += desc_bytes(t.shape.size());
   }
   f.desc_pos.push_back(pos);
-  f.mac = hmac_sha256(secret, f.head.data(), f.head.size());
-  f.total_bytes = kHeaderBytes + m.meta.size() + body + kMacBytes;
+  f.total_bytes = kHeaderBytes + m.meta.size() + body + kTagBytes;
   return f;
 }
 
+void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx) {
+  const auto* head = reinterpret_cast<const uint8_t*>(f.head.data());
+  tx.begin_seal(head);
+  if (tx.encrypts()) f.sealed.resize(f.total_bytes - kHeaderBytes - kTagBytes);
+  auto* out = reinterpret_cast<uint8_t*>(f.sealed.data());
+  size_t pos = 0;
+  // Wire order: meta and desc_0, data_0, desc_1, data_1, ...
+  const size_t first_end = f.desc_pos.size() > 1 ? f.desc_pos[1] : f.head.size();
+  auto feed = [&](const void* p, size_t n) {
+    tx.update(p, out == nullptr ? nullptr : out + pos, n);
+    pos += n;
+  };
+  feed(head + kHeaderBytes, first_end - kHeaderBytes);
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    if (i > 0) feed(head + f.desc_pos[i], f.desc_pos[i + 1] - f.desc_pos[i]);
+    if (m.tensors[i].nbytes) feed(m.tensors[i].data, m.tensors[i].nbytes);
+  }
+  f.tag = tx.finish_seal();
+  f.is_sealed = true;
+  f.encrypted = tx.encrypts();
+}
+
 std::vector<Piece> OutFrame::pieces(const Message& m) const {
+  if (!is_sealed) throw std::logic_error("OutFrame::pieces before seal_frame");
   std::vector<Piece> out;
+  if (encrypted) {
+    out.push_back({head.data(), kHeaderBytes});
+    if (!sealed.empty()) out.push_back({sealed.data(), sealed.size()});
+    out.push_back({tag.data(), tag.size()});
+    return out;
+  }
   out.reserve(2 * m.tensors.size() + 2);
   size_t first_end = desc_pos.size() > 1 ? desc_pos[1] : head.size();
   out.push_back({head.data(), first_end});
@@ -203,34 +232,34 @@ std::vector<Piece> OutFrame::pieces(const Message& m) const {
     if (i > 0) out.push_back({head.data() + desc_pos[i], desc_pos[i + 1] - desc_pos[i]});
     if (m.tensors[i].nbytes) out.push_back({m.tensors[i].data, m.tensors[i].nbytes});
   }
-  out.push_back({mac.data(), mac.size()});
+  out.push_back({tag.data(), tag.size()});
   return out;
 }
 
-std::string encode_frame(const Message& m, const std::string& secret) {
-  OutFrame f = prepare_frame(m, secret);
+std::string encode_frame(const Message& m, FrameCipher& tx) {
+  OutFrame f = prepare_frame(m);
+  seal_frame(f, m, tx);
   std::string out;
   out.reserve(f.total_bytes);
   for (const Piece& p : f.pieces(m)) out.append(static_cast<const char*>(p.data), p.size);
   return out;
 }
 
-Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim,
-                   FrameHeader* header_out) {
+Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& lim, FrameHeader* header_out) {
   uint8_t hb[kHeaderBytes];
   src.read(hb, sizeof hb, "header", -1);
   FrameHeader h = parse_header(hb);
   validate_header(h, lim);
   if (header_out) *header_out = h;
 
-  Hmac mac(secret);
-  mac.update(hb, sizeof hb);
+  rx.begin_open(hb);
+  auto open = [&](void* p, size_t n) { rx.update(p, p, n); };  // decrypts in place, or authenticates
   Message m;
   m.type = h.type;
   m.request_id = h.request_id;
   m.meta.resize(h.meta_len);
   src.read(m.meta.data(), h.meta_len, "meta", -1);
-  mac.update(m.meta.data(), m.meta.size());
+  open(m.meta.data(), m.meta.size());
 
   uint64_t left = h.body_len;  // body bytes not yet accounted for
   m.tensors.reserve(h.n_tensors);
@@ -242,6 +271,7 @@ Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim
       fail(field, "descriptor overruns header.body_len (" + std::to_string(left) + " bytes left)");
     }
     src.read(desc, kDescFixedBytes, "desc", i);
+    open(desc, kDescFixedBytes);
     uint8_t raw_dtype = desc[0];
     size_t ndim = desc[1];
     if (!dtype_known(raw_dtype)) fail(field + ".dtype", std::to_string(raw_dtype) + " is not a known dtype");
@@ -254,7 +284,7 @@ Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim
                       std::to_string(left) + " bytes left)");
     }
     src.read(desc + kDescFixedBytes, dlen - kDescFixedBytes, "dims", i);
-    mac.update(desc, dlen);
+    open(desc + kDescFixedBytes, dlen - kDescFixedBytes);
     left -= dlen;
     for (size_t d = 0; d < ndim; ++d) dims[d] = get<int64_t>(desc + 8 + 8 * d);
     uint64_t nbytes = get<uint64_t>(desc + 8 + 8 * ndim);
@@ -269,6 +299,7 @@ Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim
     src.will_read(nbytes, i);
     WireTensor t = WireTensor::allocate(static_cast<DType>(raw_dtype), std::vector<int64_t>(dims, dims + ndim));
     src.read(t.data, t.nbytes, "data", i);  // straight into the tensor's own buffer
+    open(t.data, t.nbytes);
     left -= nbytes;
     m.tensors.push_back(std::move(t));
   }
@@ -276,18 +307,17 @@ Message read_frame(ByteSource& src, const std::string& secret, const Limits& lim
     fail("header.body_len", std::to_string(h.body_len) + " leaves " + std::to_string(left) +
                                 " bytes after the last tensor");
   }
-  Mac expect = mac.finish();
-  Mac got;
-  src.read(got.data(), got.size(), "mac", -1);
-  if (!mac_equal(got.data(), expect.data(), got.size())) throw AuthError("frame.mac: authentication failed");
+  uint8_t tag[kTagBytes];
+  src.read(tag, sizeof tag, "tag", -1);
+  rx.finish_open(tag);
   return m;
 }
 
-Message decode_frame(const uint8_t* p, size_t n, const std::string& secret, const Limits& limits) {
+Message decode_frame(const uint8_t* p, size_t n, FrameCipher& rx, const Limits& limits) {
   BufferSource src(p, n);
-  Message m = read_frame(src, secret, limits);
+  Message m = read_frame(src, rx, limits);
   if (src.pos() != n) {
-    fail("frame", std::to_string(n - src.pos()) + " trailing bytes after frame.mac");
+    fail("frame", std::to_string(n - src.pos()) + " trailing bytes after frame.tag");
   }
   return m;
 }

@@ -1,20 +1,24 @@
-// The framed binary wire format (docs/architecture.md, "Wire format"), little-endian:
+// The framed binary wire format (docs/architecture.md, "Wire format"), little-endian, version 2:
 //
-//   FrameHeader (40 bytes): u32 magic 'SWRM' | u16 version 1 | u16 type | u64 request_id |
+//   FrameHeader (40 bytes): u32 magic 'SWRM' | u16 version 2 | u16 type | u64 request_id |
 //                           u32 meta_len | u32 n_tensors | u64 body_len | u8 reserved[8]
 //   meta                    meta_len bytes of JSON
 //   n_tensors x { TensorDesc: u8 dtype | u8 ndim | u16 reserved | u32 reserved2 |
 //                             i64 dims[ndim] | u64 nbytes ; data[nbytes] }
-//   u8 mac[32]              HMAC-SHA256(secret, header || meta || every TensorDesc)
+//   u8 tag[16]              AES-256-GCM tag over every byte before it (session.h)
 //
 // body_len counts every TensorDesc and every data block. Reserved fields are written as zero and
-// ignored when read. Tensor bytes are not covered by the MAC (cost).
+// ignored when read. Frames travel inside a session (session.h): the header is associated data,
+// everything after it is encrypted when the job's transport is "encrypted" and associated data
+// when it is "authenticated"; either way a changed byte anywhere fails the tag.
 //
 // Reading validates every field against the contract and `Limits` and throws WireError naming the
-// field and the value (AuthError for the MAC). The same reader serves a socket (tensor bytes land
-// straight in their final, 64-byte aligned buffer) and a byte buffer (decode_frame).
+// field and the value (AuthError for the tag). The same reader serves a socket (tensor bytes land
+// straight in their final, 64-byte aligned buffer, and are decrypted there) and a byte buffer
+// (decode_frame). Nothing read is used before the tag is checked: read_frame returns only then.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -24,11 +28,12 @@
 #include "worker/net/dtype.h"
 #include "worker/net/errors.h"
 #include "worker/net/message.h"
+#include "worker/net/session.h"
 
 namespace swarm::net {
 
 constexpr uint32_t kMagic = 0x4D525753;  // "SWRM" as little-endian bytes
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 40;
 constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, reserved, reserved2
 constexpr size_t kMaxWireNdim = 255;   // ndim is a u8
@@ -66,24 +71,32 @@ struct Piece {
   size_t size;
 };
 
-// Everything of an outgoing frame except the tensor bytes, which stay where they are.
+// An outgoing frame. Authenticated only, the tensor bytes stay where they are (the frame is a
+// gather list over them); encrypted, everything after the header is in `sealed`.
 struct OutFrame {
   std::string head;              // header || meta || desc_0 || ... || desc_{n-1}
   std::vector<size_t> desc_pos;  // where desc_i starts in head; n+1 entries, last = head.size()
-  Mac mac{};
+  std::string sealed;            // encrypted: the ciphertext of everything after the header
+  std::array<uint8_t, kTagBytes> tag{};
+  bool is_sealed = false;
+  bool encrypted = false;
   uint64_t total_bytes = 0;      // whole frame on the wire
 
-  // The frame in wire order: header+meta+desc_0, data_0, desc_1, data_1, ..., mac. Points into
-  // this OutFrame and into the tensors of `m`, which must both outlive the pieces.
+  // The frame in wire order. Points into this OutFrame and into the tensors of `m`, which must
+  // both outlive the pieces. Only after seal_frame.
   std::vector<Piece> pieces(const Message& m) const;
 };
 
-// Validates `m` (dtype, shape, nbytes, data) and builds its header, descriptors and MAC.
-// Throws WireError ("encode: tensor[0].nbytes: ...") or std::invalid_argument (empty secret).
-OutFrame prepare_frame(const Message& m, const std::string& secret);
+// Validates `m` (dtype, shape, nbytes, data) and builds its header and descriptors.
+// Throws WireError ("encode: tensor[0].nbytes: ...").
+OutFrame prepare_frame(const Message& m);
+
+// Authenticates (and encrypts, by the cipher's protection) the prepared frame of `m`: the next
+// frame of `tx`'s direction.
+void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx);
 
 // The whole frame as one string (copies the tensor bytes; for tests and tools).
-std::string encode_frame(const Message& m, const std::string& secret);
+std::string encode_frame(const Message& m, FrameCipher& tx);
 
 // ---- reading --------------------------------------------------------------------------------
 
@@ -104,10 +117,10 @@ std::string field_name(const char* field, long index);
 
 // Reads and validates one frame. If `header_out` is given it receives the header as soon as the
 // header passed validation (so a caller can answer a later error with the right request_id).
-Message read_frame(ByteSource& src, const std::string& secret, const Limits& limits,
-                   FrameHeader* header_out = nullptr);
+// `rx` opens it (the next frame of its direction).
+Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& limits, FrameHeader* header_out = nullptr);
 
 // Decodes exactly one complete frame from p[0, n): trailing bytes are an error.
-Message decode_frame(const uint8_t* p, size_t n, const std::string& secret, const Limits& limits);
+Message decode_frame(const uint8_t* p, size_t n, FrameCipher& rx, const Limits& limits);
 
 }  // namespace swarm::net

@@ -51,7 +51,7 @@ struct Server::Impl {
   std::list<Slot> conns GUARDED_BY(mu);
 
   std::atomic<uint64_t> bytes_in{0}, bytes_out{0}, frames_in{0}, frames_out{0}, accepted{0},
-      refused{0}, active{0}, bad_frames{0}, auth_failures{0}, handler_errors{0}, idle_closed{0};
+      refused{0}, active{0}, bad_frames{0}, auth_failures{0}, handshake_failures{0}, handler_errors{0}, idle_closed{0};
 
   void bind(const std::string& host, uint16_t want_port) {
     asio::error_code ec;
@@ -133,9 +133,9 @@ struct Server::Impl {
       Connection c(std::move(s), peer, &bytes_in, &bytes_out, wake_r);
       try {
         c.set_deadline(Clock::now() + std::chrono::milliseconds(100));
+        c.handshake(secret, opts.protection, false);
         c.send(make_error(0, "server busy: " + std::to_string(opts.max_connections) +
-                                 " connections open (max_connections)", ErrorCode::Busy),
-               secret);
+                                 " connections open (max_connections)", ErrorCode::Busy));
       } catch (const std::exception&) {
       }
       c.close_gracefully(std::chrono::milliseconds(0));
@@ -162,7 +162,7 @@ struct Server::Impl {
   void reject(Connection& c, uint64_t request_id, const std::string& what, ErrorCode code) {
     try {
       c.set_deadline(Clock::now() + std::chrono::milliseconds(1000));
-      c.send(make_error(request_id, what, code), secret);
+      c.send(make_error(request_id, what, code));
     } catch (const std::exception&) {
     }
     c.close_gracefully(opts.error_linger);
@@ -177,13 +177,20 @@ struct Server::Impl {
     }
     Connection& c = *conn;  // outlives the handlers below: stats update before the socket closes
     try {
+      c.set_deadline(Clock::now() + opts.handshake_timeout);
+      c.handshake(secret, opts.protection, false);
+    } catch (const std::exception&) {
+      handshake_failures.fetch_add(1);
+      return;
+    }
+    try {
       while (!stopping.load()) {
         c.set_deadline(Clock::time_point::max(), opts.idle_timeout);
         FrameHeader header;
         header.request_id = 0;  // set by receive() once the header is valid
         Message req;
         try {
-          req = c.receive(secret, opts.limits, &header);
+          req = c.receive(opts.limits, &header);
         } catch (const AuthError&) {
           bad_frames.fetch_add(1);
           auth_failures.fetch_add(1);
@@ -210,14 +217,14 @@ struct Server::Impl {
         rep.request_id = id;
         OutFrame frame;
         try {
-          frame = prepare_frame(rep, secret);
+          frame = prepare_frame(rep);
         } catch (const WireError& e) {
           handler_errors.fetch_add(1);
           rep = make_error(id, std::string("handler returned an invalid reply: ") + e.what());
-          frame = prepare_frame(rep, secret);
+          frame = prepare_frame(rep);
         }
         c.set_deadline(Clock::time_point::max(), opts.idle_timeout);
-        c.write_all(frame.pieces(rep));
+        c.send(frame, rep);
         frames_out.fetch_add(1);
       }
     } catch (const NetError& e) {
@@ -287,6 +294,7 @@ ServerStats Server::stats() const {
   s.connections_active = i.active.load();
   s.bad_frames = i.bad_frames.load();
   s.auth_failures = i.auth_failures.load();
+  s.handshake_failures = i.handshake_failures.load();
   s.handler_errors = i.handler_errors.load();
   s.idle_closed = i.idle_closed.load();
   return s;

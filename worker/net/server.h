@@ -22,6 +22,8 @@ struct ServerOptions {
   int socket_buffer_bytes = 4 << 20;               // SO_SNDBUF/SO_RCVBUF; 0 = kernel default
   std::chrono::milliseconds error_linger{1000};    // after rejecting a malformed frame: how long
                                                    // to discard the rest of it before closing
+  Protection protection = Protection::Authenticated;  // clients must ask for the same (session.h)
+  std::chrono::milliseconds handshake_timeout{10000};  // for a new connection's hello
 };
 
 struct ServerStats {
@@ -33,7 +35,8 @@ struct ServerStats {
   uint64_t connections_refused = 0;  // over max_connections
   uint64_t connections_active = 0;
   uint64_t bad_frames = 0;      // rejected by the decoder (auth failures included)
-  uint64_t auth_failures = 0;
+  uint64_t auth_failures = 0;   // frames whose tag failed
+  uint64_t handshake_failures = 0;  // connections whose hello was bad, late or asked for another protection
   uint64_t handler_errors = 0;  // handler threw, or returned an unencodable reply
   uint64_t idle_closed = 0;     // connections closed by idle_timeout
 };

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/crypto.h"
+
 namespace fs = std::filesystem;
 
 namespace swarm::runtime {
@@ -48,10 +50,41 @@ void fsync_path(const std::string& path, int flags) {
   ::close(fd);
 }
 
+constexpr char kTrailerMagic[] = "SWCKPT01";
+constexpr size_t kTrailerBytes = 8 + 8 + 8 + crypto::kMacBytes;
+
+void put_i64(std::string& s, int64_t v) {
+  for (int i = 0; i < 8; ++i) s.push_back(static_cast<char>(static_cast<uint64_t>(v) >> (8 * i)));
+}
+
+int64_t get_i64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return static_cast<int64_t>(v);
+}
+
+crypto::Mac trailer_mac(const std::string& key, const char* state, size_t n, const std::string& head) {
+  crypto::Hmac h(key);
+  h.update(state, n);
+  h.update(head.data(), head.size());
+  return h.finish();
+}
+
 }  // namespace
 
-std::string write_checkpoint(const std::string& dir, int stage, int64_t step, const std::string& bytes,
-                             int64_t keep) {
+std::string checkpoint_key(const std::string& secret) {
+  return crypto::hkdf_sha256(secret, "", "swarm checkpoint v1");
+}
+
+std::string write_checkpoint(const std::string& dir, int stage, int64_t step, const std::string& state,
+                             int64_t keep, const std::string& key) {
+  std::string head(kTrailerMagic, 8);
+  put_i64(head, stage);
+  put_i64(head, step);
+  const crypto::Mac mac = trailer_mac(key, state.data(), state.size(), head);
+  std::string bytes;
+  bytes.reserve(state.size() + kTrailerBytes);
+  bytes.append(state).append(head).append(reinterpret_cast<const char*>(mac.data()), mac.size());
   const std::string sdir = stage_dir(dir, stage);
   std::error_code ec;
   fs::create_directories(sdir, ec);
@@ -102,6 +135,27 @@ std::string read_checkpoint(const std::string& path) {
   ss << f.rdbuf();
   if (!f.good() && !f.eof()) throw std::runtime_error("checkpoint: read error in " + path);
   return ss.str();
+}
+
+std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key) {
+  std::string bytes = read_checkpoint(f.path);
+  const std::string where = "checkpoint " + f.path + ": ";
+  if (bytes.size() < kTrailerBytes || bytes.compare(bytes.size() - kTrailerBytes, 8, kTrailerMagic) != 0)
+    throw std::runtime_error(where + "no authentication trailer (" + std::to_string(bytes.size()) +
+                             " bytes; truncated, or not written by this version)");
+  const size_t n = bytes.size() - kTrailerBytes;
+  const std::string head = bytes.substr(n, 24);
+  const crypto::Mac mac = trailer_mac(key, bytes.data(), n, head);
+  if (!crypto::mac_equal(mac.data(), reinterpret_cast<const uint8_t*>(bytes.data() + n + 24), mac.size()))
+    throw std::runtime_error(where + "authentication failed: changed since it was written, or written by a job "
+                                     "with another secret (spec.secret)");
+  const int64_t st = get_i64(head.data() + 8), sp = get_i64(head.data() + 16);
+  if (st != stage || sp != f.step)
+    throw std::runtime_error(where + "holds stage " + std::to_string(st) + " step " + std::to_string(sp) +
+                             ", not stage " + std::to_string(stage) + " step " + std::to_string(f.step) +
+                             " as its place says (moved or copied)");
+  bytes.resize(n);
+  return bytes;
 }
 
 }  // namespace swarm::runtime

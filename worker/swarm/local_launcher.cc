@@ -150,11 +150,12 @@ class LocalRun {
   nlohmann::json events_seen_ = nlohmann::json::object();  // the registry's events, last read
 };
 
-// The data-plane secret: the spec's environment variable, or a fresh one for this run (children
-// inherit it).
+// The job secret: the spec's environment variable, or the run's own, kept in the log folder
+// (job-secret, mode 0600) so that a later run with the same --log-dir can open the checkpoints this
+// one wrote (they are authenticated with it: checkpoint.h). Children inherit it.
 void LocalRun::ensure_secret() {
   const char* env_secret = std::getenv(spec_.secret.env.c_str());
-  if (!env_secret || !*env_secret) ::setenv(spec_.secret.env.c_str(), random_hex_token().c_str(), 1);
+  if (!env_secret || !*env_secret) ::setenv(spec_.secret.env.c_str(), kept_token(dir_ + "/job-secret").c_str(), 1);
 }
 
 // The log folder, the worker count, torch threads per worker and the registry's address.
@@ -162,6 +163,7 @@ void LocalRun::plan_processes() {
   dir_ = o_.log_dir.empty() ? (fs::temp_directory_path() / ("swarm-local-" + std::to_string(::getpid()))).string()
                             : o_.log_dir;
   fs::create_directories(dir_);
+  ensure_secret();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   total_workers_ = static_cast<int>(spec_.pipeline.stages * spec_.workers.per_stage);
   if (!o_.workers_per_stage.empty()) {
@@ -343,7 +345,6 @@ nlohmann::json LocalRun::merged() const {
 }
 
 int LocalRun::run() {
-  ensure_secret();
   plan_processes();
   start_registry();
   if (!registry_up()) return fail("the registry did not start; its log:\n" + tail_of(children_[0].log, 20));

@@ -23,7 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/job_spec.h"
 #include "worker/net/message.h"
+#include "worker/net/session.h"
 
 namespace swarm::runtime {
 
@@ -34,6 +36,13 @@ inline constexpr uint16_t kHandoffReply = 23;
 // branch on the code, RemoteError::code(), never on these texts).
 inline constexpr const char* kActivationMissing = "activation_missing";
 inline constexpr const char* kStepClosed = "step_closed";
+
+// The frame protection every process of the job uses (spec.security.transport; left out:
+// authenticated, as `swarm local` runs on one machine; the operator always sets it).
+inline net::Protection protection_of(const JobSpec& spec) {
+  return spec.security.transport == Transport::Encrypted ? net::Protection::Encrypted
+                                                         : net::Protection::Authenticated;
+}
 
 // Parses a message's JSON metadata; a malformed one is a request error naming the message type.
 nlohmann::json parse_meta(const net::Message& m);

@@ -274,7 +274,7 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
       // throw steps away.
       if (ckpt.step < min_step) break;
       try {
-        model::load_state(read_checkpoint(ckpt.path), *model, *optimizer);
+        model::load_state(open_checkpoint_of_job(ckpt, s), *model, *optimizer);
         step = ckpt.step;
         spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
                      ckpt.step);
@@ -285,11 +285,22 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
         report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
         return true;
       } catch (const std::exception& e) {
-        spdlog::error("worker {}: checkpoint {} unusable: {}", opt.peer_id, ckpt.path, e.what());
+        spdlog::error("worker {}: checkpoint {} refused: {}", opt.peer_id, ckpt.path, e.what());
+        report_event("checkpoints_refused", 1);
       }
     }
   }
   return false;
+}
+
+std::string StageServer::Impl::open_checkpoint_of_job(const CheckpointFile& f, int s) const {
+  try {
+    return open_checkpoint(f, s, checkpoint_key(opt.secret));
+  } catch (const std::exception&) {
+    if (opt.previous_secret.empty()) throw;
+    // Written before the secret's rotation.
+    return open_checkpoint(f, s, checkpoint_key(opt.previous_secret));
+  }
 }
 
 void StageServer::Impl::check_behind(const std::vector<planner::PeerRecord>& stage_peers) {
@@ -511,7 +522,8 @@ void StageServer::Impl::write_checkpoint_now() {
   }
   try {
     auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), step.load(),
-                                 model::save_state(*model, *optimizer), opt.spec.checkpoint.keep);
+                                 model::save_state(*model, *optimizer), opt.spec.checkpoint.keep,
+                                 checkpoint_key(opt.secret));
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {
     // Training goes on (the previous checkpoints stay intact); the count shows the stage is at

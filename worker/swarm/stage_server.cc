@@ -79,9 +79,12 @@ void StageServer::start() {
     return I.ready && !I.leaving && !I.failed;
   });
   I.client_options.connect_timeout = to_ms(spec.timeouts.connect_seconds);
+  I.client_options.protection = protection_of(spec);
+  net::ServerOptions server_options;
+  server_options.protection = protection_of(spec);
   I.server = std::make_unique<net::Server>(
       I.opt.host, static_cast<uint16_t>(I.opt.port), I.opt.secret,
-      [&I](net::Message&& m) { return I.handle(std::move(m)); }, net::Limits{});
+      [&I](net::Message&& m) { return I.handle(std::move(m)); }, server_options);
   I.server->start();
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url,
                                                           to_ms(spec.timeouts.connect_seconds));

@@ -26,6 +26,9 @@ struct WorkerOptions {
   std::string metrics_bind = "127.0.0.1:0";
   std::string registry_url;
   std::string secret;
+  // The job's previous secret during a rotation (environment variable <spec.secret.env>_PREVIOUS):
+  // accepted for restoring checkpoints written before it, never on the data plane.
+  std::string previous_secret;
   int threads = 1;                 // torch intra-op threads
   int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
   double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer

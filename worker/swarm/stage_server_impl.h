@@ -25,6 +25,7 @@
 #include "worker/swarm/activation_store.h"
 #include "worker/swarm/averaging_inbox.h"
 #include "worker/swarm/capacity_meter.h"
+#include "worker/swarm/checkpoint.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/request_queue.h"
@@ -94,6 +95,8 @@ struct StageServer::Impl {
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
   bool handoff_gradients();                   // to another live peer of the stage
+  // A checkpoint of stage s, authenticated with the job's secret (or its previous one).
+  std::string open_checkpoint_of_job(const CheckpointFile& f, int s) const;
   void maybe_checkpoint(bool writer);         // after a step
   void write_checkpoint_now();
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);

@@ -78,6 +78,7 @@ struct Trainer::Impl {
     for (auto& r : stage_step) r = 0;
     peers_per_stage.assign(stages, 0);
     client_options.connect_timeout = to_ms(opt.spec.timeouts.connect_seconds);
+    client_options.protection = protection_of(opt.spec);
   }
 
   void refresh_peers();
