@@ -45,10 +45,15 @@ TEST(Manifests, WorkerPodRunsTheWorkerWherePoolAndSpreadSay) {
   EXPECT_NE(std::find(args.begin(), args.end(), "--stage"), args.end());
   EXPECT_NE(std::find(args.begin(), args.end(), "http://lm-registry.ml.svc:7400"), args.end());
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], 1);
-  bool secret = false;
-  for (const auto& e : c["env"])
+  bool secret = false, previous = false;
+  for (const auto& e : c["env"]) {
     if (e["name"] == "SWARM_JOB_SECRET") secret = e["valueFrom"]["secretKeyRef"]["name"] == "lm-secret";
+    // The previous secret during a rotation, for checkpoints only: optional, so pods start without it.
+    if (e["name"] == "SWARM_JOB_SECRET_PREVIOUS")
+      previous = e["valueFrom"]["secretKeyRef"] == json{{"name", "lm-secret"}, {"key", "token.previous"}, {"optional", true}};
+  }
   EXPECT_TRUE(secret);
+  EXPECT_TRUE(previous) << c["env"].dump();
   EXPECT_EQ(spec["topologySpreadConstraints"][0]["topologyKey"], "topology.kubernetes.io/zone");
   EXPECT_EQ(spec["topologySpreadConstraints"][1]["topologyKey"], "topology.kubernetes.io/region");
   // Ready means serving its stage (the worker's GET /readyz), not merely listening.

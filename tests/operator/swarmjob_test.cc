@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/job_spec_json.h"
 #include "operator/api/status.h"
 
 namespace swarm::op {
@@ -109,6 +110,35 @@ TEST(SwarmJob, EachJobCheckpointsIntoItsOwnFolderOnAClaim) {
   const SwarmJob own = parse_swarmjob(job({{"checkpoint", {{"path", "/data/ckpt"}}}}));
   EXPECT_EQ(checkpoint_folder(own), "/data/ckpt");
   EXPECT_EQ(process_manifest(own)["spec"]["checkpoint"]["path"], "/data/ckpt");
+}
+
+// spec.security.transport: the pods always get it set. Left out, pools in more than one region
+// make it encrypted (frames cross networks between regions), one region (or none) authenticated;
+// a user's choice stands either way.
+TEST(SwarmJob, TheTransportIsResolvedForThePodsFromThePoolsRegions) {
+  const json two = json::array({{{"name", "us"}, {"region", "us-central1"}}, {{"name", "eu"}, {"region", "europe-west4"}},
+                                {{"name", "us2"}, {"region", "us-central1"}}});
+  const json one = json::array({{{"name", "a"}, {"region", "us-central1"}}, {{"name", "b"}, {"region", "us-central1"}},
+                                {{"name", "c"}}});
+  auto transport = [](const json& spec) {
+    return process_manifest(parse_swarmjob(job(spec)))["spec"]["security"]["transport"].get<std::string>();
+  };
+  EXPECT_EQ(transport({{"nodePools", two}}), "encrypted");
+  EXPECT_EQ(transport({{"nodePools", one}}), "authenticated");
+  EXPECT_EQ(transport(json::object()), "authenticated");
+  EXPECT_EQ(transport({{"nodePools", two}, {"security", {{"transport", "authenticated"}}}}), "authenticated");
+  EXPECT_EQ(transport({{"nodePools", one}, {"security", {{"transport", "encrypted"}}}}), "encrypted");
+  // The manifest the pods read parses back to the same choice.
+  const json m = process_manifest(parse_swarmjob(job({{"nodePools", two}})));
+  EXPECT_EQ(job_spec_from_json(m).security.transport, Transport::Encrypted);
+  try {
+    parse_swarmjob(job({{"security", {{"transport", "tls"}}}}));
+    ADD_FAILURE() << "accepted transport tls";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("spec.security.transport: must be one of authenticated, encrypted, got \"tls\""),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Status, RoundTripsAndKeepsTransitionTimes) {
