@@ -195,10 +195,45 @@ void Connection::handshake(const std::string& secret, Protection protection, boo
   session_ = std::move(s);
 }
 
+// Seals as it writes, kChunkBytes at a time, so each chunk goes to the socket while it is still in
+// the cache: encrypted bytes pass through one staging buffer; authenticated-only tensor bytes are
+// written straight from the tensor's memory after their chunk was authenticated; small pieces
+// (header, meta, descriptors) are gathered so that they do not go out as tiny segments.
 void Connection::send(OutFrame& f, const Message& m) {
   if (!has_session()) throw std::logic_error("Connection::send before the handshake");
-  seal_frame(f, m, *session_.tx);
-  write_all(f.pieces(m));
+  FrameCipher& tx = *session_.tx;
+  if (!staging_) staging_ = std::make_unique<uint8_t[]>(kChunkBytes);
+  uint8_t* buf = staging_.get();
+  size_t used = 0;
+  auto flush = [&] {
+    if (used > 0) write_all({{buf, used}});
+    used = 0;
+  };
+  tx.begin_seal(reinterpret_cast<const uint8_t*>(f.head.data()));
+  std::memcpy(buf, f.head.data(), kHeaderBytes);
+  used = kHeaderBytes;
+  for_each_body_piece(f, m, [&](const uint8_t* p, size_t n) {
+    while (n > 0) {
+      const size_t k = std::min(n, kChunkBytes);
+      if (!tx.encrypts() && k >= 64 * 1024) {  // a large authenticated piece: no copy
+        flush();
+        tx.update(p, nullptr, k);
+        write_all({{p, k}});
+      } else {
+        if (used + k > kChunkBytes) flush();
+        tx.update(p, buf + used, k);  // encrypts into the buffer; authenticated only: reads
+        if (!tx.encrypts()) std::memcpy(buf + used, p, k);
+        used += k;
+      }
+      p += k;
+      n -= k;
+    }
+  });
+  const auto tag = tx.finish_seal();
+  if (used + tag.size() > kChunkBytes) flush();
+  std::memcpy(buf + used, tag.data(), tag.size());
+  used += tag.size();
+  flush();
 }
 
 void Connection::send(const Message& m) {

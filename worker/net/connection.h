@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <asio.hpp>
@@ -87,6 +88,7 @@ class Connection : public ByteSource {
   std::atomic<uint64_t>* bytes_out_;
   int wake_fd_;
   Session session_;
+  std::unique_ptr<uint8_t[]> staging_;  // send(): kChunkBytes, allocated on first use
   Clock::time_point deadline_ = Clock::time_point::max();
   std::chrono::milliseconds idle_ = std::chrono::milliseconds::max();
 };

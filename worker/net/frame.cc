@@ -1,8 +1,10 @@
 #include "worker/net/frame.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <functional>
 #include <stdexcept>
 
 namespace swarm::net {
@@ -194,23 +196,24 @@ OutFrame prepare_frame(const Message& m) {
   return f;
 }
 
-void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx) {
+void for_each_body_piece(const OutFrame& f, const Message& m, const std::function<void(const uint8_t*, size_t)>& fn) {
   const auto* head = reinterpret_cast<const uint8_t*>(f.head.data());
-  tx.begin_seal(head);
-  if (tx.encrypts()) f.sealed.resize(f.total_bytes - kHeaderBytes - kTagBytes);
-  auto* out = reinterpret_cast<uint8_t*>(f.sealed.data());
-  size_t pos = 0;
-  // Wire order: meta and desc_0, data_0, desc_1, data_1, ...
   const size_t first_end = f.desc_pos.size() > 1 ? f.desc_pos[1] : f.head.size();
-  auto feed = [&](const void* p, size_t n) {
-    tx.update(p, out == nullptr ? nullptr : out + pos, n);
-    pos += n;
-  };
-  feed(head + kHeaderBytes, first_end - kHeaderBytes);
+  if (first_end > kHeaderBytes) fn(head + kHeaderBytes, first_end - kHeaderBytes);
   for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (i > 0) feed(head + f.desc_pos[i], f.desc_pos[i + 1] - f.desc_pos[i]);
-    if (m.tensors[i].nbytes) feed(m.tensors[i].data, m.tensors[i].nbytes);
+    if (i > 0) fn(head + f.desc_pos[i], f.desc_pos[i + 1] - f.desc_pos[i]);
+    if (m.tensors[i].nbytes) fn(m.tensors[i].data, m.tensors[i].nbytes);
   }
+}
+
+void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx) {
+  tx.begin_seal(reinterpret_cast<const uint8_t*>(f.head.data()));
+  if (tx.encrypts()) f.sealed.resize(f.total_bytes - kHeaderBytes - kTagBytes);
+  size_t pos = 0;
+  for_each_body_piece(f, m, [&](const uint8_t* p, size_t n) {
+    tx.update(p, tx.encrypts() ? reinterpret_cast<uint8_t*>(f.sealed.data()) + pos : nullptr, n);
+    pos += n;
+  });
   f.tag = tx.finish_seal();
   f.is_sealed = true;
   f.encrypted = tx.encrypts();
@@ -298,8 +301,14 @@ Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& lim, FrameHea
     }
     src.will_read(nbytes, i);
     WireTensor t = WireTensor::allocate(static_cast<DType>(raw_dtype), std::vector<int64_t>(dims, dims + ndim));
-    src.read(t.data, t.nbytes, "data", i);  // straight into the tensor's own buffer
-    open(t.data, t.nbytes);
+    // Straight into the tensor's own buffer, a chunk at a time: each chunk is opened (decrypted
+    // in place, or authenticated) while it is still in the cache.
+    for (uint64_t done = 0; done < t.nbytes;) {
+      const size_t k = static_cast<size_t>(std::min<uint64_t>(t.nbytes - done, kChunkBytes));
+      src.read(t.data + done, k, "data", i);
+      open(t.data + done, k);
+      done += k;
+    }
     left -= nbytes;
     m.tensors.push_back(std::move(t));
   }

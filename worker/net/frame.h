@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 40;
 constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, reserved, reserved2
 constexpr size_t kMaxWireNdim = 255;   // ndim is a u8
+constexpr size_t kChunkBytes = 256 * 1024;  // tensor bytes are sealed and opened this many at a time
 
 // Bytes of one TensorDesc of rank ndim: fixed part, dims, nbytes.
 constexpr uint64_t desc_bytes(size_t ndim) { return kDescFixedBytes + 8 * ndim + 8; }
@@ -92,8 +94,12 @@ struct OutFrame {
 OutFrame prepare_frame(const Message& m);
 
 // Authenticates (and encrypts, by the cipher's protection) the prepared frame of `m`: the next
-// frame of `tx`'s direction.
+// frame of `tx`'s direction. (A connection seals as it writes instead: Connection::send.)
 void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx);
+
+// Calls fn for every byte range after the header, in wire order: meta and desc_0, data_0, desc_1,
+// data_1, ...
+void for_each_body_piece(const OutFrame& f, const Message& m, const std::function<void(const uint8_t*, size_t)>& fn);
 
 // The whole frame as one string (copies the tensor bytes; for tests and tools).
 std::string encode_frame(const Message& m, FrameCipher& tx);
