@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 
 #include "registry/registry_client.h"
 
@@ -16,6 +17,11 @@ double steady_now() {
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+// The job's secret could not be read (ProgressTarget::secret_error).
+struct SecretUnreadable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Whether a reading differs from the last in anything status shows.
 bool differs(const ProgressReading& a, const ProgressReading& b) {
@@ -117,8 +123,9 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
   std::vector<planner::PeerRecord> workers;
   RegistryStats stats;
   try {
+    if (!t.secret_error.empty()) throw SecretUnreadable(t.secret_error);
     registry::RegistryClient client(
-        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)));
+        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)), t.secret);
     workers = client.peers();  // workers and trainers (their loss)
     {
       swarm::MutexLock lock(mu_);
@@ -126,10 +133,15 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
     }
     stats = parse_registry_stats(client.stats());
     r.ok = true;
+  } catch (const SecretUnreadable& e) {
+    r.error = "registry " + t.base_url + ": cannot sign requests without the job secret: " + e.what();
+    r.error_reason = "RegistrySecretUnreadable";
   } catch (const registry::RegistryError& e) {
     r.error = e.what();
     const bool bad_url = r.error.find("bad base URL") != std::string::npos;
-    r.error_reason = e.status() == 0 && !bad_url ? "RegistryUnreachable" : "RegistryBadReply";
+    r.error_reason = e.status() == 401   ? "RegistryUnauthorized"
+                     : e.status() == 0 && !bad_url ? "RegistryUnreachable"
+                                                   : "RegistryBadReply";
   } catch (const std::exception& e) {
     r.error = "registry " + t.base_url + "/v1/stats: " + e.what();
     r.error_reason = "RegistryBadReply";

@@ -25,7 +25,7 @@ struct WorkerOptions {
   int port = 0;                    // 0 = any free port
   std::string metrics_bind = "127.0.0.1:0";
   std::string registry_url;
-  std::string secret;
+  std::string secret;              // the job secret: signs data-plane frames and registry requests
   int threads = 1;                 // torch intra-op threads
   int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
   double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer
