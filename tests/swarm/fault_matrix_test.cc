@@ -504,20 +504,19 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
 }
 
 // Fault: a peer whose clock is minutes off. Wall-clock time crosses the wire only in request
-// signatures, and those are on the registry's clock (RegistryClient signs with the offset each
-// reply's X-Swarm-Time gives); records carry no time stamp (RegistryClient::announce leaves
-// lastSeen out), expiry and deadlines run on each process's monotonic clock. A peer could only skew
-// the registry by sending a stamp itself; this one does, ten minutes ahead and ten minutes behind,
-// on a real `swarm registry`.
-// Expected: both records are live after the announce (neither expired early nor kept), listed with
-// the registry's own time of receipt (within seconds of ours, not the peer's), and both expire
-// after the peer expiry (1.5 s) once they stop heartbeating, like any other peer. Clients whose
-// own clocks are ten minutes ahead or behind are served (their first request is refused for its
-// time stamp and signed again on the registry's clock).
+// signatures, on the registry's clock (each reply's X-Swarm-Time); records carry no time stamp
+// (announce leaves lastSeen out), expiry and deadlines run on each process's monotonic clock. A peer
+// could only skew the registry by sending a stamp itself; this one does, ten minutes ahead and ten
+// minutes behind, on a real `swarm registry`. Expected: both records are live after the announce
+// (neither expired early nor kept), listed with the registry's own time of receipt (within seconds
+// of ours, not the peer's), and both expire after the peer expiry (1.5 s) once they stop
+// heartbeating, like any other peer. (Clients whose own clocks are ten minutes off sign on the
+// registry's clock: RegistryAuth.AClientWhoseClockIsTenMinutesOffStillWorks.)
 TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
   const auto dir = fresh_dir("fm-clock");
   const std::string secret = "fault-matrix-secret-0123456789";
   ::setenv("SWARM_JOB_SECRET", secret.c_str(), 1);  // the registry's (no --job: this variable)
+  namespace auth = swarm::registry::auth;
   const int port = pick_free_port();
   ASSERT_GT(port, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
@@ -527,28 +526,19 @@ TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
   ASSERT_TRUE(eventually([&] { return client.healthy(); }, 30)) << read_text(dir + "/registry.log");
   const double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  namespace auth = swarm::registry::auth;
   for (const auto& [id, skew] : {std::pair<std::string, double>{"ahead", 600}, {"behind", -600}}) {
     const std::string body = "{\"role\":\"worker\",\"stage\":0,\"host\":\"127.0.0.1\",\"port\":9,\"state\":"
                              "\"serving\",\"lastSeen\":" + std::to_string(unix_now + skew) + "}";
     const std::string target = "/v1/peers/" + id;
-    const std::string signature = auth::authorization(auth::registry_key(secret), "PUT", target, body,
-                                                      static_cast<int64_t>(unix_now * 1000), auth::new_nonce());
-    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -H 'Authorization: " + signature +
+    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -H 'Authorization: " +
+                            auth::authorization(auth::registry_key(secret), "PUT", target, body,
+                                                static_cast<int64_t>(unix_now * 1000), auth::new_nonce()) +
                             "' -d '" + body + "' " + url + target + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   const auto listed = client.peers("worker");
   ASSERT_EQ(listed.size(), 2u);
   for (const auto& p : listed) EXPECT_NEAR(p.last_seen, unix_now, 30) << p.peer_id;
-  for (int64_t skew_ms : {600'000, -600'000}) {
-    swarm::registry::RegistryClient skewed(url, std::chrono::milliseconds(2000), secret, [skew_ms] {
-      return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch()).count()) + skew_ms;
-    });
-    EXPECT_EQ(skewed.peers("worker").size(), 2u) << "a client " << skew_ms << " ms off";
-    EXPECT_NEAR(static_cast<double>(skewed.clock_offset_ms()), static_cast<double>(-skew_ms), 5000);
-  }
   EXPECT_TRUE(eventually([&] { return client.peers("worker").empty(); }, 10)) << "a skewed record outlived the expiry";
   ::kill(reg, SIGTERM);
   wait_exit(reg, 30);
