@@ -17,6 +17,10 @@ double steady_now() {
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // The job's secret could not be read (ProgressTarget::secret_error).
 struct SecretUnreadable : std::runtime_error {
@@ -91,6 +95,7 @@ void ProgressPoller::loop() {
         auto k = keep.find(it->first);
         if (k == keep.end() || k->second != uids_[it->first]) {
           uids_.erase(it->first);
+          clock_offsets_.erase(it->first);
           it = readings_.erase(it);
         } else {
           ++it;
@@ -122,14 +127,21 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
   r.url = t.base_url;
   std::vector<planner::PeerRecord> workers;
   RegistryStats stats;
+  int64_t offset = 0;  // the registry's clock minus ours, as last seen
+  {
+    swarm::MutexLock lock(mu_);
+    if (auto it = clock_offsets_.find(t.key); it != clock_offsets_.end()) offset = it->second;
+  }
   try {
     if (!t.secret_error.empty()) throw SecretUnreadable(t.secret_error);
     registry::RegistryClient client(
-        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)), t.secret);
+        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)), t.secret,
+        [offset] { return unix_ms() + offset; });
     workers = client.peers();  // workers and trainers (their loss)
     {
       swarm::MutexLock lock(mu_);
       if (stop_) return;
+      clock_offsets_[t.key] = offset + client.clock_offset_ms();
     }
     stats = parse_registry_stats(client.stats());
     r.ok = true;

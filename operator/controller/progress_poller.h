@@ -78,6 +78,9 @@ class ProgressPoller {
   swarm::CondVar cv_;
   std::map<std::string, ProgressReading> readings_ GUARDED_BY(mu_);
   std::map<std::string, std::string> uids_ GUARDED_BY(mu_);
+  // Per job: its registry's clock minus ours (ms), as its last replies said. Each poll's client
+  // signs with it, so an operator whose clock is off has one request refused per job, not one a poll.
+  std::map<std::string, int64_t> clock_offsets_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
