@@ -38,7 +38,7 @@ export SWARM_JOB_SECRET=${SWARM_JOB_SECRET:-soak-$(head -c 16 /dev/urandom | od 
 [[ -x $SWARM ]] || { echo "build $SWARM first"; exit 1; }
 echo "soak: $MINUTES min, a fault every $FAULT_EVERY s (seed $SEED), output in $OUT"
 exec python3 - <<'PY'
-import json, os, random, signal, statistics, subprocess, time, urllib.request
+import hashlib, hmac, json, os, random, signal, statistics, subprocess, time, urllib.request
 
 swarm, job, out = os.environ["SWARM"], os.environ["JOB"], os.environ["OUT"]
 minutes, every, seed = float(os.environ["MINUTES"]), float(os.environ["FAULT_EVERY"]), int(os.environ["SEED"])
@@ -59,9 +59,22 @@ def procs():
 def registry_url():
     return next((p.get("url") for p in procs() if p.get("role") == "registry"), None)
 
+# Requests to the registry are signed with the job secret (registry/request_auth.h); the key is
+# HKDF-SHA256(secret, "", "swarm registry v1"), derived by OpenSSL.
+registry_key = bytes.fromhex(subprocess.run(
+    ["openssl", "kdf", "-keylen", "32", "-kdfopt", "digest:SHA256", "-kdfopt", "key:" + os.environ["SWARM_JOB_SECRET"],
+     "-kdfopt", "salt:", "-kdfopt", "info:swarm registry v1", "HKDF"],
+    capture_output=True, text=True, check=True).stdout.strip().replace(":", ""))
+
+def signed(method, target, body=b""):
+    ts, nonce = str(int(time.time() * 1000)), os.urandom(16).hex()
+    text = "\n".join(["SWARM-REG-V1", method, target, ts, nonce, hashlib.sha256(body).hexdigest()])
+    return "SwarmHMAC ts=%s,nonce=%s,sig=%s" % (ts, nonce, hmac.new(registry_key, text.encode(), hashlib.sha256).hexdigest())
+
 def get(path):
     try:
-        with urllib.request.urlopen(registry_url() + path, timeout=3) as r:
+        req = urllib.request.Request(registry_url() + path, headers={"Authorization": signed("GET", path)})
+        with urllib.request.urlopen(req, timeout=3) as r:
             return json.load(r)
     except Exception:
         return None

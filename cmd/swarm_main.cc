@@ -233,14 +233,22 @@ struct RegistryCommand {
     cmd->add_option("--port", port, "port")->capture_default_str();
     cmd->add_option("--peer-expiry", options.peer_expiry_seconds, "seconds before a silent peer is dropped")
         ->capture_default_str();
-    cmd->add_option("--job", job, "SwarmJob YAML file: enables rebalancing per spec.rebalancing")
+    cmd->add_option("--job", job,
+                    "SwarmJob YAML file: enables rebalancing per spec.rebalancing; its spec.secret names the "
+                    "variable holding the job secret (without --job: SWARM_JOB_SECRET)")
         ->check(CLI::ExistingFile);
   }
 
-  // --job: the stage count, and rebalancing per spec.rebalancing.
+  // --job: the stage count, and rebalancing per spec.rebalancing. With or without it, the job
+  // secret that every request must be signed with (registry/request_auth.h): from the variable that
+  // spec.secret names, as a worker reads it; there is no registry without one.
   void apply_job() {
-    if (job.empty()) return;
+    if (job.empty()) {
+      options.secret = swarm::resolve_secret(swarm::SecretSpec{});
+      return;
+    }
     const auto spec = swarm::load_job_spec(job);
+    options.secret = swarm::resolve_secret(spec.secret);
     options.num_stages = static_cast<int>(spec.pipeline.stages);
     if (!spec.rebalancing.enabled) return;
     swarm::planner::RebalanceOptions ro;

@@ -6,12 +6,14 @@
 #include "registry/registry_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <utility>
 
 #include <cpprest/http_client.h>
 
 #include "common/thread_annotations.h"
+#include "registry/request_auth.h"
 #include "registry/wire.h"
 
 namespace swarm::registry {
@@ -36,6 +38,30 @@ std::string attempt_path(int stage, int64_t step, int attempt) {
   return step_path(stage, step) + "/attempts/" + std::to_string(attempt);
 }
 
+int64_t system_unix_ms() {
+  return static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+// The registry's Unix ms from a reply's X-Swarm-Time; -1 when it has none (or not a number).
+int64_t registry_time(const web::http::http_response& resp) {
+  const auto it = resp.headers().find(auth::kTimeHeader);
+  if (it == resp.headers().end() || it->second.empty() || it->second.size() > 15) return -1;
+  int64_t v = 0;
+  for (char c : it->second) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// Whether a 401's body says the time stamp was out of the registry's window.
+bool refused_for_time(const std::string& body) {
+  const json j = json::parse(body, nullptr, false);
+  return j.is_object() && j.value("reason", "") == auth::reason_label(auth::Failure::Timestamp);
+}
+
 }  // namespace
 
 RegistryError::RegistryError(const std::string& message, int status)
@@ -44,13 +70,22 @@ RegistryError::RegistryError(const std::string& message, int status)
 struct RegistryClient::Impl {
   std::string address_file;  // "" unless constructed with "file:PATH"
   http_client_config config;
+  std::string key;  // auth::registry_key(secret); "" = unsigned requests
+  UnixMsClock clock;
+  std::atomic<int64_t> offset_ms{0};  // the registry's clock minus ours
   swarm::Mutex mu;
   std::string base GUARDED_BY(mu);
+  std::string base_path GUARDED_BY(mu);  // the base URL's path ("" for "/"): the start of every request target
   std::shared_ptr<http_client> client GUARDED_BY(mu);
 
-  std::pair<std::string, std::shared_ptr<http_client>> current() EXCLUDES(mu) {
+  struct Current {
+    std::string first;  // the base URL
+    std::string path;   // its path
+    std::shared_ptr<http_client> client;
+  };
+  Current current() EXCLUDES(mu) {
     swarm::MutexLock lk(mu);
-    return {base, client};
+    return {base, base_path, client};
   }
   // Points the client at `url`; throws std::invalid_argument if it is not an http(s) URL.
   void use(std::string url) EXCLUDES(mu) {
@@ -59,8 +94,11 @@ struct RegistryClient::Impl {
     if ((uri.scheme() != "http" && uri.scheme() != "https") || uri.host().empty())
       throw std::invalid_argument("not an http(s) URL");
     auto c = std::make_shared<http_client>(uri, config);
+    std::string path = uri.path();
+    while (!path.empty() && path.back() == '/') path.pop_back();
     swarm::MutexLock lk(mu);
     base = url;
+    base_path = path;
     client = std::move(c);
   }
   // The first line of the address file, trimmed; "" when it cannot be read.
@@ -84,15 +122,30 @@ struct RegistryClient::Impl {
     }
   }
 
-  // Sends one request; network failures become RegistryError (status 0).
+  // Sends one request, signed; network failures become RegistryError (status 0). A request
+  // refused for its time stamp goes once more, signed on the clock that refusal reported.
   Reply call(const method& m, const std::string& path, const json* body) {
-    auto [url, http] = current();
-    const std::string what = m + " " + url + path;
+    Reply r = send_once(m, path, body);
+    if (r.status == 401 && !key.empty() && refused_for_time(r.body)) r = send_once(m, path, body);
+    return r;
+  }
+
+  Reply send_once(const method& m, const std::string& path, const json* body) {
+    const Current cur = current();
+    const std::string what = m + " " + cur.first + path;
     try {
       web::http::http_request req(m);
       req.set_request_uri(path);
-      if (body != nullptr) req.set_body(body->dump(), "application/json");
-      web::http::http_response resp = http->request(req).get();
+      const std::string text = body != nullptr ? body->dump() : "";
+      if (body != nullptr) req.set_body(text, "application/json");
+      const int64_t sent = clock();
+      if (!key.empty()) {
+        req.headers().add(web::http::header_names::authorization,
+                          auth::authorization(key, m, cur.path + path, text, sent + offset_ms.load(), auth::new_nonce()));
+      }
+      web::http::http_response resp = cur.client->request(req).get();
+      // The registry's clock stood at its X-Swarm-Time about half-way between sending and receiving.
+      if (const int64_t at = registry_time(resp); at >= 0) offset_ms.store(at - (sent + clock()) / 2);
       Reply r;
       r.status = resp.status_code();
       r.body = resp.extract_utf8string(/*ignore_content_type=*/true).get();
@@ -133,9 +186,12 @@ struct RegistryClient::Impl {
   }
 };
 
-RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds timeout)
+RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds timeout, const std::string& secret,
+                               UnixMsClock unix_ms_clock)
     : impl_(std::make_unique<Impl>()) {
   impl_->config.set_timeout(timeout);
+  if (!secret.empty()) impl_->key = auth::registry_key(secret);
+  impl_->clock = unix_ms_clock ? std::move(unix_ms_clock) : UnixMsClock(system_unix_ms);
   if (base_url.rfind(kAddressFilePrefix, 0) == 0) {
     impl_->address_file = base_url.substr(std::string(kAddressFilePrefix).size());
     base_url = impl_->read_address_file();
@@ -150,6 +206,8 @@ RegistryClient::RegistryClient(std::string base_url, std::chrono::milliseconds t
 }
 
 std::string RegistryClient::base_url() const { return impl_->current().first; }
+
+int64_t RegistryClient::clock_offset_ms() const { return impl_->offset_ms.load(); }
 
 RegistryClient::~RegistryClient() = default;
 

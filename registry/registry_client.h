@@ -1,9 +1,16 @@
 // RegistryClient: Discovery + StepCoordinator over the registry's REST API (cpprest
 // http_client). Every call is synchronous and bounded by the timeout given at construction.
 // Thread-safe: calls may come from several threads at once.
+//
+// Every request is signed with the job secret (request_auth.h), with a time stamp on the
+// registry's clock as last seen: each reply's X-Swarm-Time gives the offset between the two
+// clocks. A request refused for its time stamp (the first one, from a peer whose clock is minutes
+// off) is signed again with the offset that refusal gave, once.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -32,9 +39,14 @@ class RegistryClient : public Discovery, public StepCoordinator {
   // registry started again at another address is found as soon as the file names it (whoever
   // starts it rewrites the file). On Kubernetes a plain URL with the registry Service's name
   // needs none of this: the Service keeps its address when the registry pod moves.
+  // `secret`: the job secret, which signs every request. Empty: requests go unsigned, which only a
+  // registry without a secret takes (in-process tests and benchmarks).
+  // `unix_ms_clock`: this machine's Unix time in ms (system_clock by default; tests skew it).
   // Throws RegistryError if there is no http(s) URL.
   static constexpr const char* kAddressFilePrefix = "file:";
-  RegistryClient(std::string base_url, std::chrono::milliseconds timeout);
+  using UnixMsClock = std::function<int64_t()>;
+  RegistryClient(std::string base_url, std::chrono::milliseconds timeout, const std::string& secret,
+                 UnixMsClock unix_ms_clock = {});
   ~RegistryClient() override;
 
   // Discovery. The record's last_seen is not sent; peers() returns it as Unix time (seconds).
@@ -66,6 +78,8 @@ class RegistryClient : public Discovery, public StepCoordinator {
 
   // The URL in use (it changes when the address file names a new one).
   std::string base_url() const;
+  // The registry's clock minus ours, in ms, as the last reply said (0 before any).
+  int64_t clock_offset_ms() const;
 
  private:
   struct Impl;

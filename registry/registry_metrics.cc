@@ -5,6 +5,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "registry/request_auth.h"
+
 namespace swarm::registry {
 
 RegistryMetrics::RegistryMetrics(int num_stages)
@@ -34,6 +36,12 @@ RegistryMetrics::RegistryMetrics(int num_stages)
                              "the job had trained")
                        .Register(*registry_)
                        .Add({});
+  auth_failures_ = &BuildCounter()
+                        .Name("swarm_registry_auth_failures_total")
+                        .Help("Requests refused for their Authorization (missing, malformed, bad_signature, "
+                              "timestamp, replayed, cache_full)")
+                        .Register(*registry_);
+  for (auth::Failure f : auth::kFailures) auth_failures_->Add({{"reason", auth::reason_label(f)}});
   if (num_stages_ > 0) {
     stage_workers_ = &BuildGauge()
                           .Name("swarm_registry_stage_workers")
@@ -54,6 +62,10 @@ void RegistryMetrics::add_rebalance_move() { rebalance_moves_->Increment(); }
 void RegistryMetrics::add_stage_reset() { stage_resets_->Increment(); }
 
 void RegistryMetrics::set_failed() { job_failed_->Set(1); }
+
+void RegistryMetrics::add_auth_failure(const std::string& reason) {
+  auth_failures_->Add({{"reason", reason}}).Increment();
+}
 
 void RegistryMetrics::set_census(const Census& census) {
   for (auto it = census_.begin(); it != census_.end();) {

@@ -9,6 +9,10 @@
 //   swarm_stage_reset_total              counter  stages that came back without their state
 //   swarm_registry_stage_workers{stage}  gauge    live workers of every stage 0..num_stages-1 (an
 //                                                 empty stage included); absent without num_stages
+//   swarm_registry_auth_failures_total{reason} counter requests refused for their Authorization
+//                                                 (request_auth.h): missing, malformed,
+//                                                 bad_signature, timestamp, replayed, cache_full;
+//                                                 every reason from the start, at 0
 //
 // The counters only grow within one registry process (a restarted registry starts from 0, as
 // Prometheus counters may). The two census gauges are a snapshot: set_census() replaces them.
@@ -41,6 +45,8 @@ class RegistryMetrics {
   void add_rebalance_move();
   void add_stage_reset();
   void set_failed();
+  // One request refused; `reason` is an auth::reason_label().
+  void add_auth_failure(const std::string& reason);
   // Replaces the live-peer census (swarm_registry_peers, swarm_registry_stage_workers): a label
   // set that is not in `census` any more loses its series.
   void set_census(const Census& census);
@@ -57,6 +63,7 @@ class RegistryMetrics {
   prometheus::Gauge* job_failed_ = nullptr;
   prometheus::Counter* stage_resets_ = nullptr;
   prometheus::Family<prometheus::Gauge>* stage_workers_ = nullptr;  // null without num_stages
+  prometheus::Family<prometheus::Counter>* auth_failures_ = nullptr;
   std::map<std::tuple<std::string, int, std::string>, prometheus::Gauge*> census_;  // live series
 };
 

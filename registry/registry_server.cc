@@ -74,10 +74,13 @@ int probe_free_port(const std::string& host) {
   return port;
 }
 
-void send(http_request req, const HttpReply& r) {
+// Every reply carries the registry's clock (X-Swarm-Time): clients sign with it (request_auth.h).
+void send(const RegistryService& svc, http_request req, const HttpReply& r) {
   try {
     http_response resp(static_cast<web::http::status_code>(r.status));
     resp.set_body(r.body, r.content_type);
+    resp.headers().add(auth::kTimeHeader, std::to_string(svc.unix_now_ms()));
+    for (const auto& [name, value] : r.headers) resp.headers().add(name, value);
     // Observe the reply's outcome: an unobserved failed pplx task terminates the process.
     req.reply(resp).then([](pplx::task<void> t) {
       try {
@@ -94,27 +97,29 @@ void send(http_request req, const HttpReply& r) {
 void serve(const std::shared_ptr<RegistryService>& svc, http_request req) {
   try {
     if (req.headers().content_length() > RegistryService::kMaxBodyBytes) {
-      send(req, HttpReply{413, R"({"error":"body: larger than 1048576 bytes, got )" +
-                                   std::to_string(req.headers().content_length()) + "\"}"});
+      send(*svc, req, HttpReply{413, R"({"error":"body: larger than 1048576 bytes, got )" +
+                                         std::to_string(req.headers().content_length()) + "\"}"});
       return;
     }
     const std::string method = req.method();
     const web::uri rel = req.relative_uri();
     const std::string path = rel.path();
     const std::string query = rel.query();
+    const auto auth_header = req.headers().find(web::http::header_names::authorization);
+    const std::string authorization = auth_header == req.headers().end() ? "" : auth_header->second;
     req.extract_utf8string(/*ignore_content_type=*/true)
-        .then([svc, req, method, path, query](pplx::task<std::string> body) {
+        .then([svc, req, method, path, query, authorization](pplx::task<std::string> body) {
           HttpReply r;
           try {
-            r = svc->handle(method, path, query, body.get());
+            r = svc->handle(method, path, query, body.get(), authorization);
           } catch (const std::exception& e) {
             r = HttpReply{400, R"({"error":"body: unreadable, got nothing"})"};
           }
-          send(req, r);
+          send(*svc, req, r);
         });
   } catch (const std::exception& e) {
     spdlog::warn("registry: bad request: {}", e.what());
-    send(req, HttpReply{400, R"({"error":"request: unreadable, got nothing"})"});
+    send(*svc, req, HttpReply{400, R"({"error":"request: unreadable, got nothing"})"});
   }
 }
 

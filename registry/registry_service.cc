@@ -99,8 +99,19 @@ RegistryService::RegistryService(RegistryOptions options)
           .count();
     };
   }
+  if (!options_.unix_ms_clock) {
+    options_.unix_ms_clock = [] {
+      return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count());
+    };
+  }
+  if (!options_.secret.empty())
+    verifier_ = std::make_unique<auth::Verifier>(options_.secret, options_.auth_nonce_capacity);
   started_at_ = now();
 }
+
+int64_t RegistryService::unix_now_ms() const { return options_.unix_ms_clock(); }
 
 RegistryService::~RegistryService() = default;
 
@@ -178,19 +189,20 @@ void RegistryService::maybe_rebalance(double t) {
 
 // --- Routing -------------------------------------------------------------------------------------
 
-RegistryService::Route::Route(std::string m, const std::string& pattern, Handler h)
-    : method(std::move(m)), segments(split(pattern.substr(1), '/')), handler(h) {}
+RegistryService::Route::Route(std::string m, const std::string& pattern, Handler h, bool o)
+    : method(std::move(m)), segments(split(pattern.substr(1), '/')), handler(h), open(o) {}
 
 const std::vector<RegistryService::Route>& RegistryService::routes() {
   static const std::vector<Route> table = {
-      {"GET", "/metrics", &RegistryService::get_metrics},
-      {"GET", "/healthz", &RegistryService::get_healthz},
+      // Open: read-only, nothing a peer could act on (registry_service.h, Authentication).
+      {"GET", "/metrics", &RegistryService::get_metrics, /*open=*/true},
+      {"GET", "/healthz", &RegistryService::get_healthz, /*open=*/true},
+      {"GET", "/v1/stats", &RegistryService::get_stats, /*open=*/true},
       {"GET", "/v1/peers", &RegistryService::list_peers},
       {"PUT", "/v1/peers/{peerId}", &RegistryService::put_peer},
       {"DELETE", "/v1/peers/{peerId}", &RegistryService::delete_peer},
       {"POST", "/v1/events", &RegistryService::post_event},
       {"POST", "/v1/failure", &RegistryService::post_failure},
-      {"GET", "/v1/stats", &RegistryService::get_stats},
       {"POST", "/v1/stages/{stage}/steps/{step}/progress", &RegistryService::post_progress},
       {"POST", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/join", &RegistryService::post_join},
       {"GET", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/group", &RegistryService::get_group},
@@ -234,7 +246,8 @@ void RegistryService::bind(const std::vector<std::string>& pattern, const std::v
 }
 
 HttpReply RegistryService::handle(const std::string& method, const std::string& path,
-                                  const std::string& query, const std::string& body) {
+                                  const std::string& query, const std::string& body,
+                                  const std::string& authorization) {
   try {
     if (body.size() > kMaxBodyBytes) {
       return error(413, "body: larger than " + std::to_string(kMaxBodyBytes) + " bytes, got " +
@@ -242,11 +255,19 @@ HttpReply RegistryService::handle(const std::string& method, const std::string& 
     }
     const std::vector<std::string> seg = path_segments(path);
     std::vector<const Route*> fitting;  // the routes of this path, one per method
-    for (const Route& r : routes())
-      if (fits(r.segments, seg)) fitting.push_back(&r);
+    bool open = false;                  // the route of this method and path is open
+    for (const Route& r : routes()) {
+      if (!fits(r.segments, seg)) continue;
+      fitting.push_back(&r);
+      open = open || (r.open && r.method == method);
+    }
+    Request req{method, path, query, body};
+    // Who may ask comes first: an unsigned request learns nothing of paths or parameters.
+    if (verifier_ && !open) {
+      if (auto refused = refusal(req, authorization)) return *refused;
+    }
     if (fitting.empty()) return error(404, "path: no such resource, got " + wire::describe(json(path)));
     // The path's parameters are checked before the method: a bad one is a 400 whatever the method.
-    Request req{method, path, query, body};
     bind(fitting.front()->segments, seg, req);
     std::string allowed;
     for (const Route* r : fitting) {

@@ -36,9 +36,20 @@
 //                                                                        healthy)}
 //   GET    /metrics                                                  -> Prometheus text format
 //          (prometheus-cpp; registry_metrics.h): swarm_rebalance_moves_total,
+//          swarm_registry_auth_failures_total{reason},
 //          swarm_swarm_events_total{kind}, swarm_registry_peers{role,stage,state}, swarm_job_failed
 //          (0/1), swarm_stage_reset_total, swarm_registry_stage_workers{stage} (with num_stages)
 //   GET    /healthz                                                  -> {"status": "ok"}
+//
+// Authentication (request_auth.h): with `secret` set, every request but GET /healthz, /metrics and
+// /v1/stats must carry an Authorization header signed with the job secret; one without a valid
+// one gets 401 {"error": "authorization...: <problem>, got <value>", "reason": missing | malformed |
+// bad_signature | timestamp | replayed} (503, reason cache_full, when the nonce memory is full) and
+// changes nothing. The three stay open because they are read-only and say nothing a peer could act
+// on: liveness, and the same counters /metrics exports to Prometheus (which scrapes without the
+// secret). Refusals are counted in swarm_registry_auth_failures_total{reason} and logged (a warning
+// at most every 10 s, with the number left unlogged). Every reply, refusals included, carries
+// X-Swarm-Time: the registry's Unix ms, from which clients estimate its clock.
 //
 // Rebalancing: with `num_stages` and `rebalance` set, every heartbeat lets the planner's
 // Rebalancer look at the live workers' loads (queue length, samples/s); a planned move is
@@ -51,9 +62,11 @@
 // path), 405 (wrong method), 413 (body too large) or 500 (a bug; logged).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <map>
@@ -67,6 +80,7 @@
 #include "planner/rebalance.h"
 #include "planner/step_book.h"
 #include "registry/peer_listing.h"
+#include "registry/request_auth.h"
 
 namespace swarm::registry {
 
@@ -78,12 +92,20 @@ struct RegistryOptions {
   std::function<double()> clock;
   int num_stages = 0;                                // needed for rebalancing
   std::optional<planner::RebalanceOptions> rebalance;  // unset = no rebalancing
+  // The job secret: requests must be signed with it (see above). Empty: no authentication, for
+  // in-process tests and benchmarks only; `swarm registry` always sets it.
+  std::string secret;
+  size_t auth_nonce_capacity = auth::kDefaultNonceCapacity;
+  // Unix time in ms: the clock time stamps are checked against and X-Swarm-Time reports.
+  // Defaults to std::chrono::system_clock. Tests may inject one.
+  std::function<int64_t()> unix_ms_clock;
 };
 
 struct HttpReply {
   int status = 200;
   std::string body;  // JSON, or the Prometheus text format for /metrics
   std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers{};  // more reply headers (WWW-Authenticate, ...)
 };
 
 class RegistryService {
@@ -94,8 +116,12 @@ class RegistryService {
   ~RegistryService();
 
   // `path` and `query` are as received (percent-encoded); `query` excludes the '?'.
+  // `authorization`: the request's Authorization header ("" when it has none).
   HttpReply handle(const std::string& method, const std::string& path, const std::string& query,
-                   const std::string& body) EXCLUDES(mu_);
+                   const std::string& body, const std::string& authorization = "") EXCLUDES(mu_);
+
+  // The registry's Unix time in ms (options' unix_ms_clock): the X-Swarm-Time of every reply.
+  int64_t unix_now_ms() const;
 
  private:
   // One request, with the parameters its route's path pattern captures (parsed and checked).
@@ -117,14 +143,19 @@ class RegistryService {
   // captures (400 if one is bad, whatever the method), then picks the route of the method (405 if
   // none, naming the methods the path has).
   struct Route {
-    Route(std::string method, const std::string& pattern, Handler handler);
+    Route(std::string method, const std::string& pattern, Handler handler, bool open = false);
     std::string method;
     std::vector<std::string> segments;  // the pattern split at '/'
     Handler handler;
+    bool open;  // served without authentication (read-only: /healthz, /metrics, /v1/stats)
   };
   static const std::vector<Route>& routes();
   // Parses the path segments that `pattern` captures into `req`; throws BadField.
   static void bind(const std::vector<std::string>& pattern, const std::vector<std::string>& seg, Request& req);
+
+  // With a secret: nullopt when the request's Authorization proves it, else the refusal (401, or
+  // 503 when the nonce memory is full), counted and logged (registry_auth.cc).
+  std::optional<HttpReply> refusal(const Request& req, const std::string& authorization) EXCLUDES(mu_);
 
   // The handlers, one per route. Each takes mu_ itself, after validating its input.
   HttpReply get_metrics(const Request& req) EXCLUDES(mu_);
@@ -157,6 +188,7 @@ class RegistryService {
   bool membership_known_locked(double t) const REQUIRES(mu_);
 
   RegistryOptions options_;  // set in the constructor, read-only after: no lock
+  std::unique_ptr<auth::Verifier> verifier_;  // null without a secret; thread-safe itself
   // mu_ guards every member below. Handlers validate their input without it, then hold it for the
   // rest of the request; the *_locked helpers and maybe_rebalance expect it held.
   swarm::Mutex mu_;
@@ -175,6 +207,8 @@ class RegistryService {
   std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, step) it last reported
   // peer -> (stage, step, samples) counted lost when it expired
   std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_ GUARDED_BY(mu_);
+  double refusal_logged_at_ GUARDED_BY(mu_) = -1e18;  // when a refusal was last logged (now())
+  int64_t refusals_unlogged_ GUARDED_BY(mu_) = 0;     // refusals since, not logged
 };
 
 }  // namespace swarm::registry

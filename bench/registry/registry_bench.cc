@@ -9,7 +9,8 @@
 // measured from the due time to the end of the reply, so queueing in the registry counts. Requests
 // go over `connections` keep-alive HTTP/1.1 connections (one thread each). Prints p50/p90/p99/max
 // latency, requests/s, errors, and the registry process's CPU (utime + stime from /proc, in % of
-// one core) over the measured window. Asserts nothing.
+// one core) over the measured window. Asserts nothing. Every request is signed with the job
+// secret from SWARM_JOB_SECRET (registry/request_auth.h), as the registry requires.
 //
 //   registry_bench --port P --registry-pid PID [--peers 1000] [--seconds 30] [--connections 32]
 //                  [--stages 4] [--step-seconds 2] [--peer-lists]
@@ -31,6 +32,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "registry/request_auth.h"
 
 namespace {
 
@@ -62,6 +65,24 @@ double cpu_seconds(int pid) {
   return (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
 }
 
+// The registry key of $SWARM_JOB_SECRET (the registry's secret: registry_load.sh sets it for both).
+const std::string& registry_key() {
+  static const std::string key = [] {
+    const char* secret = std::getenv("SWARM_JOB_SECRET");
+    if (secret == nullptr || *secret == '\0') {
+      std::fprintf(stderr, "registry_bench: SWARM_JOB_SECRET is not set (the registry's job secret)\n");
+      std::exit(2);
+    }
+    return swarm::registry::auth::registry_key(secret);
+  }();
+  return key;
+}
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 class Connection {
  public:
   explicit Connection(int port) : port_(port) { open(); }
@@ -72,6 +93,10 @@ class Connection {
   // which the connection is reopened).
   int request(const std::string& method, const std::string& path, const std::string& body) {
     std::string req = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    req += "Authorization: " +
+           swarm::registry::auth::authorization(registry_key(), method, path, body, unix_ms(),
+                                                swarm::registry::auth::new_nonce()) +
+           "\r\n";
     if (!body.empty()) req += "Content-Type: application/json\r\n";
     req += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
     if (!send_all(req)) return reopen();

@@ -35,6 +35,7 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
   reconciler_ = std::make_unique<Reconciler>(client, events, metrics, *world_);
   if (options_.network_policies) reconciler_->set_network_policy(options_.network_policy);
   if (options_.progress.period_seconds > 0) {
+    secrets_ = std::make_unique<JobSecrets>(client);
     progress_ = std::make_unique<ProgressPoller>(
         options_.progress, [this] { return progress_targets(); }, [this](const std::string& key) { queue_.add(key); },
         [this](const std::string& result) { metrics_.add_registry_read(result); });
@@ -91,13 +92,20 @@ std::vector<ProgressTarget> Controller::progress_targets() const {
     const std::string phase = status.value("phase", "");
     if (phase != "Running" && phase != "Degraded") continue;
     if (obj["metadata"].contains("deletionTimestamp")) continue;
+    SwarmJob job;
     try {
-      const SwarmJob job = parse_swarmjob(obj);
-      out.push_back({kube::object_key(obj), job.uid, registry_url_for(obj, options_.progress.url_template),
-                     static_cast<int>(job.spec.pipeline.stages), job.spec.training.global_batch});
+      job = parse_swarmjob(obj);
     } catch (const std::exception&) {
-      // An invalid spec is reported by the reconcile; nothing to read for it.
+      continue;  // an invalid spec is reported by the reconcile; nothing to read for it
     }
+    ProgressTarget t{kube::object_key(obj), job.uid, registry_url_for(obj, options_.progress.url_template),
+                     static_cast<int>(job.spec.pipeline.stages), job.spec.training.global_batch};
+    try {
+      t.secret = secrets_->get(job);
+    } catch (const std::exception& e) {
+      t.secret_error = e.what();
+    }
+    out.push_back(std::move(t));
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "operator/controller/job_secrets.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/reconciler.h"
@@ -67,6 +68,7 @@ class Controller {
   std::unique_ptr<World> world_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<ProgressPoller> progress_;
+  std::unique_ptr<JobSecrets> secrets_;  // for progress_: each job's secret signs its registry reads
   kube::WorkQueue queue_;
   std::vector<std::thread> threads_;
   std::thread stats_;

@@ -13,10 +13,8 @@ json metadata(const SwarmJob& job, const std::string& name, const std::string& r
 }
 
 json secret_env(const SwarmJob& job) {
-  const auto& s = job.spec.secret;
-  const std::string name = s.secret_ref_name.empty() ? secret_name(job.name) : s.secret_ref_name;
-  const std::string key = s.secret_ref_name.empty() ? "token" : s.secret_ref_key;
-  return {{"name", s.env}, {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}}}}}};
+  const auto [name, key] = secret_source(job);
+  return {{"name", job.spec.secret.env}, {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}}}}}};
 }
 
 // The job's previous secret during a rotation (key "<key>.previous" of the same Secret, optional):
@@ -111,6 +109,11 @@ json process_container(const SwarmJob& job, const std::string& name, const PodRe
 
 std::string spec_configmap_name(const std::string& job) { return job + "-spec"; }
 std::string secret_name(const std::string& job) { return job + "-secret"; }
+std::pair<std::string, std::string> secret_source(const SwarmJob& job) {
+  const auto& s = job.spec.secret;
+  if (s.secret_ref_name.empty()) return {secret_name(job.name), "token"};
+  return {s.secret_ref_name, s.secret_ref_key};
+}
 std::string registry_service_name(const std::string& job) { return job + "-registry"; }
 std::string stage_service_name(const std::string& job, int stage) { return job + "-stage-" + std::to_string(stage); }
 std::string worker_pod_name(const std::string& job, int slot) { return job + "-w-" + std::to_string(slot); }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "operator/api/swarmjob.h"
@@ -36,6 +37,9 @@ inline constexpr int kPodUser = 65532;
 
 std::string spec_configmap_name(const std::string& job);
 std::string secret_name(const std::string& job);
+// Where a job's pods get the job secret: {Secret name, key} — secret_name(job) and "token", or
+// spec.secret.secretRef's name and key.
+std::pair<std::string, std::string> secret_source(const SwarmJob& job);
 std::string registry_service_name(const std::string& job);
 std::string stage_service_name(const std::string& job, int stage);
 std::string worker_pod_name(const std::string& job, int slot);

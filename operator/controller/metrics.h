@@ -12,7 +12,8 @@
 //   swarm_operator_api_requests_total{verb}
 //   swarm_operator_watch_relists_total{resource}
 //   swarm_operator_is_leader
-//   swarm_operator_registry_reads_total{result}       ok | RegistryUnreachable | RegistryBadReply
+//   swarm_operator_registry_reads_total{result}       ok | RegistryUnreachable | RegistryBadReply |
+//                                                      RegistryUnauthorized | RegistrySecretUnreadable
 #pragma once
 
 #include <prometheus/counter.h>

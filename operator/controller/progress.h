@@ -102,7 +102,8 @@ std::string describe(const JobFailure& f);
 struct ProgressReading {
   bool ok = false;
   std::string error;        // when !ok: what failed, with the URL
-  std::string error_reason; // RegistryUnreachable | RegistryBadReply
+  std::string error_reason; // RegistryUnreachable | RegistryBadReply | RegistryUnauthorized (401: the
+                            // registry refused our signature) | RegistrySecretUnreadable
   std::string url;
   JobProgress progress;     // the last good progress (kept through errors)
   bool has_progress = false;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 
 #include "registry/registry_client.h"
 
@@ -16,6 +17,15 @@ double steady_now() {
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The job's secret could not be read (ProgressTarget::secret_error).
+struct SecretUnreadable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Whether a reading differs from the last in anything status shows.
 bool differs(const ProgressReading& a, const ProgressReading& b) {
@@ -85,6 +95,7 @@ void ProgressPoller::loop() {
         auto k = keep.find(it->first);
         if (k == keep.end() || k->second != uids_[it->first]) {
           uids_.erase(it->first);
+          clock_offsets_.erase(it->first);
           it = readings_.erase(it);
         } else {
           ++it;
@@ -116,20 +127,33 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
   r.url = t.base_url;
   std::vector<planner::PeerRecord> workers;
   RegistryStats stats;
+  int64_t offset = 0;  // the registry's clock minus ours, as last seen
+  {
+    swarm::MutexLock lock(mu_);
+    if (auto it = clock_offsets_.find(t.key); it != clock_offsets_.end()) offset = it->second;
+  }
   try {
+    if (!t.secret_error.empty()) throw SecretUnreadable(t.secret_error);
     registry::RegistryClient client(
-        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)));
+        t.base_url, std::chrono::milliseconds(static_cast<long long>(options_.timeout_seconds * 1000)), t.secret,
+        [offset] { return unix_ms() + offset; });
     workers = client.peers();  // workers and trainers (their loss)
     {
       swarm::MutexLock lock(mu_);
       if (stop_) return;
+      clock_offsets_[t.key] = offset + client.clock_offset_ms();
     }
     stats = parse_registry_stats(client.stats());
     r.ok = true;
+  } catch (const SecretUnreadable& e) {
+    r.error = "registry " + t.base_url + ": cannot sign requests without the job secret: " + e.what();
+    r.error_reason = "RegistrySecretUnreadable";
   } catch (const registry::RegistryError& e) {
     r.error = e.what();
     const bool bad_url = r.error.find("bad base URL") != std::string::npos;
-    r.error_reason = e.status() == 0 && !bad_url ? "RegistryUnreachable" : "RegistryBadReply";
+    r.error_reason = e.status() == 401   ? "RegistryUnauthorized"
+                     : e.status() == 0 && !bad_url ? "RegistryUnreachable"
+                                                   : "RegistryBadReply";
   } catch (const std::exception& e) {
     r.error = "registry " + t.base_url + "/v1/stats: " + e.what();
     r.error_reason = "RegistryBadReply";

@@ -5,7 +5,8 @@
 // replies into the job's JobProgress (progress.h, pure) and keeps the latest Reading per job.
 // When a reading differs from the previous one (figures, or the error) it calls `changed(key)`:
 // the controller enqueues the job, and the reconcile writes the figures into status (one writer
-// of status; a status write only when something changed).
+// of status; a status write only when something changed). Its requests are signed with the job's
+// secret, as every peer's are (ProgressTarget::secret).
 //
 // Concurrency: up to `concurrency` registries are read at once, so one registry that times out
 // delays only its own job's figures. latest() never blocks on I/O. stop() waits for the requests
@@ -41,6 +42,11 @@ struct ProgressTarget {
   std::string base_url;  // registry_url_for(job)
   int stages = 2;
   std::int64_t global_batch = 64;
+  // The job secret, which signs every request to the registry (registry/request_auth.h), as its
+  // pods get it (JobSecrets); when it could not be read, secret_error says why and the job's
+  // reading fails with RegistrySecretUnreadable.
+  std::string secret{};
+  std::string secret_error{};
 };
 
 // ProgressReading: progress.h.
@@ -72,6 +78,9 @@ class ProgressPoller {
   swarm::CondVar cv_;
   std::map<std::string, ProgressReading> readings_ GUARDED_BY(mu_);
   std::map<std::string, std::string> uids_ GUARDED_BY(mu_);
+  // Per job: its registry's clock minus ours (ms), as its last replies said. Each poll's client
+  // signs with it, so an operator whose clock is off has one request refused per job, not one a poll.
+  std::map<std::string, int64_t> clock_offsets_ GUARDED_BY(mu_);
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

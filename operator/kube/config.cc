@@ -19,25 +19,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string base64_decode(const std::string& in) {
-  static const std::string chars =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  int val = 0, bits = -8;
-  for (unsigned char c : in) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    auto pos = chars.find(static_cast<char>(c));
-    if (pos == std::string::npos) throw std::runtime_error("invalid base64 data");
-    val = (val << 6) + static_cast<int>(pos);
-    bits += 6;
-    if (bits >= 0) {
-      out.push_back(static_cast<char>((val >> bits) & 0xFF));
-      bits -= 8;
-    }
-  }
-  return out;
-}
-
 std::string dir_of(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
@@ -140,6 +121,25 @@ std::string current_token(const KubeConfig& cfg) {
     return t;
   }
   return cfg.token;
+}
+
+std::string base64_decode(const std::string& in) {
+  static const std::string chars =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  int val = 0, bits = -8;
+  for (unsigned char c : in) {
+    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+    auto pos = chars.find(static_cast<char>(c));
+    if (pos == std::string::npos) throw std::runtime_error("invalid base64 data");
+    val = (val << 6) + static_cast<int>(pos);
+    bits += 6;
+    if (bits >= 0) {
+      out.push_back(static_cast<char>((val >> bits) & 0xFF));
+      bits -= 8;
+    }
+  }
+  return out;
 }
 
 }  // namespace swarm::kube

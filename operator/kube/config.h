@@ -34,4 +34,8 @@ KubeConfig load_default(const std::string& path = "", const std::string& context
 // The bearer token to send now ("" = none).
 std::string current_token(const KubeConfig& cfg);
 
+// Decodes base64 (kubeconfig's *-data fields, a Secret's data); throws std::runtime_error on a
+// character outside the alphabet.
+std::string base64_decode(const std::string& in);
+
 }  // namespace swarm::kube

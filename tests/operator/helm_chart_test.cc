@@ -183,6 +183,9 @@ TEST_F(HelmChartApplied, DefaultsApplyAndTheServiceAccountCanRunTheOperator) {
   EXPECT_TRUE(allowed("list", "", "nodes", ""));
   EXPECT_TRUE(allowed("create", "", "events", "team-a"));
   EXPECT_TRUE(allowed("create", "", "secrets", "team-a"));
+  // The progress poller reads each job's secret to sign its registry requests; one at a time, by name.
+  EXPECT_TRUE(allowed("get", "", "secrets", "team-a"));
+  EXPECT_FALSE(allowed("list", "", "secrets", "team-a"));
   EXPECT_TRUE(allowed("update", "coordination.k8s.io", "leases", "swarm-system"));
   EXPECT_FALSE(allowed("delete", "", "nodes", ""));
   EXPECT_FALSE(allowed("patch", "", "nodes", ""));

@@ -160,6 +160,14 @@ TEST(Manifests, RegistryReadsTheMountedJobSpec) {
   EXPECT_EQ(spec.pipeline.stages, job.spec.pipeline.stages);
   EXPECT_EQ(spec.rebalancing.enabled, job.spec.rebalancing.enabled);
   EXPECT_EQ(spec.rebalancing.period_seconds, job.spec.rebalancing.period_seconds);
+  // The job secret, as the workers get it: the registry takes only requests signed with it.
+  const json* env = named(c["env"], "SWARM_JOB_SECRET");
+  ASSERT_NE(env, nullptr) << c["env"].dump();
+  EXPECT_EQ((*env)["valueFrom"]["secretKeyRef"], (json{{"name", "lm-secret"}, {"key", "token"}}));
+  EXPECT_EQ(secret_source(job), std::make_pair(std::string("lm-secret"), std::string("token")));
+  job.spec.secret.secret_ref_name = "team-token";
+  job.spec.secret.secret_ref_key = "hmac";
+  EXPECT_EQ(secret_source(job), std::make_pair(std::string("team-token"), std::string("hmac")));
 }
 
 // The per-job NetworkPolicy: it selects every pod of the job, lets the job's own pods reach every

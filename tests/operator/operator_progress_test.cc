@@ -2,9 +2,14 @@
 // and pointed at through the swarm-operator.io/registry-url annotation), fed with heartbeats and
 // events the way workers send them (RegistryClient), and the figures show in the SwarmJob's status
 // on a real API server. A registry that goes away, or a URL that is no registry, gives a
-// RegistryReachable=False condition and a Warning Event; the operator keeps running.
+// RegistryReachable=False condition and a Warning Event; the operator keeps running. The registry
+// takes only requests signed with the job secret: the test creates the job's Secret
+// (`progress-secret`, key token) before the job, so the registry, this test's client and the
+// operator (which reads it through the API server) hold the same one.
 #include <gtest/gtest.h>
 #include <signal.h>
+
+#include <cstdlib>
 
 #include "registry/registry_client.h"
 #include "tests/planner/peer_records.h"
@@ -14,6 +19,8 @@ namespace swarm::optest {
 namespace {
 
 using namespace std::chrono_literals;
+
+constexpr const char* kSecret = "operator-progress-secret-0123456789";
 
 // The job's condition of `type`, or nullptr (a pointer into `job` itself, not into a copy).
 const json* condition(const json& job, const std::string& type) {
@@ -44,11 +51,15 @@ class OperatorProgress : public ::testing::Test {
     env_->start_fake_kubelet();
     create_standard_nodes(*env_);
     registry_port_ = free_port();
+    ::setenv("SWARM_JOB_SECRET", kSecret, 1);  // `swarm registry` without --job reads this variable
+    std::string out;
+    ASSERT_EQ(env_->kubectl(std::string("create secret generic progress-secret --from-literal=token=") + kSecret, &out), 0)
+        << out;
     registry_ = spawn({std::string(SWARM_BINARY_DIR) + "/bin/swarm", "registry", "--host", "127.0.0.1", "--port",
                        std::to_string(registry_port_), "--peer-expiry", "120"},
                       env_->dir() + "/registry.log");
     url_ = "http://127.0.0.1:" + std::to_string(registry_port_);
-    client_ = std::make_unique<registry::RegistryClient>(url_, 2000ms);
+    client_ = std::make_unique<registry::RegistryClient>(url_, 2000ms, kSecret);
     ASSERT_TRUE(wait_until([&] { return client_->healthy(); }, 20s)) << read_text(env_->dir() + "/registry.log");
   }
   void TearDown() override {

@@ -89,7 +89,7 @@ class RegistryServerTest : public ::testing::Test {
     server_ = std::make_unique<RegistryServer>("127.0.0.1", 0, RegistryOptions{expiry, {}});
     server_->start();
     ASSERT_GT(server_->port(), 0);
-    client_ = std::make_unique<RegistryClient>(server_->url(), 5000ms);
+    client_ = std::make_unique<RegistryClient>(server_->url(), 5000ms, "");
   }
 
   std::unique_ptr<RegistryServer> server_;
@@ -192,7 +192,7 @@ TEST_F(RegistryServerTest, ThreePeerStepWithConcurrentJoins) {
   for (size_t i = 0; i < ids.size(); ++i) {
     threads.emplace_back([&, i] {
       try {
-        RegistryClient c(server_->url(), 5000ms);  // each peer has its own client
+        RegistryClient c(server_->url(), 5000ms, "");  // each peer has its own client
         planner::Member m{ids[i], "127.0.0.1", 7100 + static_cast<int>(i), 10 * (int64_t(i) + 1)};
         joined[i] = c.join_step(2, 0, 0, m, 10.0);
         auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -294,7 +294,7 @@ TEST_F(RegistryServerTest, StartStop) {
   // The same port can be served again right away.
   RegistryServer again("127.0.0.1", port, RegistryOptions{});
   again.start();
-  EXPECT_TRUE(RegistryClient(again.url(), 2000ms).healthy());
+  EXPECT_TRUE(RegistryClient(again.url(), 2000ms, "").healthy());
 }
 
 TEST(RegistryServerPorts, PortHeldElsewhereFailsCleanly) {
@@ -314,7 +314,7 @@ TEST(RegistryServerPorts, PortHeldElsewhereFailsCleanly) {
   RegistryServer fine("127.0.0.1", 0, RegistryOptions{});
   fine.start();
   EXPECT_NE(fine.port(), held);
-  EXPECT_TRUE(RegistryClient(fine.url(), 2000ms).healthy());
+  EXPECT_TRUE(RegistryClient(fine.url(), 2000ms, "").healthy());
   ::close(fd);
   EXPECT_THROW(RegistryServer("127.0.0.1", 70000, RegistryOptions{}), std::invalid_argument);
   RegistryServer unresolvable("no-such-host.invalid", 0, RegistryOptions{});
@@ -336,7 +336,7 @@ TEST(RegistryClientTest, ClosedPortThrowsQuickly) {
     ::close(fd);
   }
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  RegistryClient c(url, 3000ms);
+  RegistryClient c(url, 3000ms, "");
   auto t0 = std::chrono::steady_clock::now();
   try {
     c.peers("worker", 0);
@@ -350,7 +350,7 @@ TEST(RegistryClientTest, ClosedPortThrowsQuickly) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 1500ms);
   EXPECT_THROW(c.announce(worker_record("a", 0)), RegistryError);
   EXPECT_FALSE(c.healthy());
-  EXPECT_THROW(RegistryClient("not a url", 1000ms), RegistryError);
+  EXPECT_THROW(RegistryClient("not a url", 1000ms, ""), RegistryError);
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(Averaging, PeersOfAStageEndIdenticalAndStepTogether) {
 TEST(Averaging, ALeaderKilledMidStepDoesNotDeadlockTheStage) {
   torch::set_num_threads(1);
   testing::LocalSwarm swarm(testing::tiny_job(2, 3), 2);
-  registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2));
+  registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2), testing::kSecret);
   planner::PeerRecord ghost;
   ghost.peer_id = "a-dead-leader";  // sorts before stage0-w0/w1: it leads the group
   ghost.role = "worker";
@@ -148,7 +148,7 @@ TEST(Averaging, TrainerHeartbeatCarriesItsLossAndEndsWithTraining) {
   torch::set_num_threads(1);
   auto spec = testing::tiny_job(2, 150);  // about 2 s: several heartbeats (every 0.2 s)
   testing::LocalSwarm swarm(spec, 1);
-  registry::RegistryClient client(swarm.registry->url(), std::chrono::milliseconds(2000));
+  registry::RegistryClient client(swarm.registry->url(), std::chrono::milliseconds(2000), testing::kSecret);
   std::atomic<bool> stop{false};
   runtime::TrainerReport report;
   std::atomic<bool> returned{false};

@@ -162,7 +162,7 @@ TEST(Dashboard, EveryQueryReturnsDataFromARealPrometheus) {
 
   // A peer that is announced but dead (nothing listens on its port): the trainer's requests to it
   // fail and are retried on the live peer, the registry counts it lost when it is withdrawn.
-  registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2));
+  registry::RegistryClient client(swarm.registry->url(), std::chrono::seconds(2), testing::kSecret);
   planner::PeerRecord ghost;
   ghost.peer_id = "ghost";
   ghost.role = "worker";

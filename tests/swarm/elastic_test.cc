@@ -54,7 +54,7 @@ TEST(Join, AJoinersParametersAndOptimizerStateEqualTheDonorsExactly) {
   EXPECT_EQ(j.fingerprint, d.fingerprint);
   // Bit for bit, moments and step included.
   EXPECT_EQ(state_of(joiner, 0), state_of(donor, 0));
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(2));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(2), testing::kSecret);
   EXPECT_EQ(reg.stats()["events"].value("state_downloads", 0), 1);
 }
 
@@ -155,7 +155,7 @@ TEST(Checkpoint, AStageWithNoLivePeerIsRestoredFromItsNewestUsableCheckpoint) {
   auto& restored = swarm.add_worker(0, 5);
   EXPECT_EQ(restored.status().step, newest);
   EXPECT_EQ(restored.status().fingerprint, model::param_fingerprint(*reference));
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(2));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(2), testing::kSecret);
   EXPECT_EQ(reg.stats()["events"].value("checkpoint_restores", 0), 1);
   EXPECT_EQ(reg.stats()["events"].value("checkpoints_refused", 0), 1);
   fs::remove_all(dir);

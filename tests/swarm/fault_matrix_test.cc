@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "registry/registry_client.h"
+#include "registry/request_auth.h"
 #include "tests/swarm/swarm_process.h"
 #include "common/ports.h"
 
@@ -45,10 +46,10 @@ bool eventually(const std::function<bool()>& ok, double seconds) {
   return false;
 }
 
-// The registry's /v1/stats, or null while it does not answer.
+// The registry's /v1/stats, or null while it does not answer. Unsigned: /v1/stats is open.
 nlohmann::json stats_of(const std::string& url) {
   try {
-    return swarm::registry::RegistryClient(url, std::chrono::milliseconds(2000)).stats();
+    return swarm::registry::RegistryClient(url, std::chrono::milliseconds(2000), /*secret=*/"").stats();
   } catch (const std::exception&) {
     return nullptr;
   }
@@ -502,29 +503,37 @@ TEST(FaultMatrix, ATrainerKilledMidRunIsReplacedAndTheRunFinishes) {
     EXPECT_EQ(ev.value(k, int64_t{0}), 0) << k << ": " << st.dump();
 }
 
-// Fault: a peer whose clock is minutes off. Wall-clock time does not cross the wire: peers send no
-// time stamp (RegistryClient::announce leaves lastSeen out), expiry and deadlines run on each
-// process's monotonic clock. A peer could only skew the registry by sending a stamp itself; this
-// one does, ten minutes ahead and ten minutes behind, on a real `swarm registry`.
-// Expected: both records are live after the announce (neither expired early nor kept), listed with
-// the registry's own time of receipt (within seconds of ours, not the peer's), and both expire
-// after the peer expiry (1.5 s) once they stop heartbeating, like any other peer.
+// Fault: a peer whose clock is minutes off. Wall-clock time crosses the wire only in request
+// signatures, on the registry's clock (each reply's X-Swarm-Time); records carry no time stamp
+// (announce leaves lastSeen out), expiry and deadlines run on each process's monotonic clock. A peer
+// could only skew the registry by sending a stamp itself; this one does, ten minutes ahead and ten
+// minutes behind, on a real `swarm registry`. Expected: both records are live after the announce
+// (neither expired early nor kept), listed with the registry's own time of receipt (within seconds
+// of ours, not the peer's), and both expire after the peer expiry (1.5 s) once they stop
+// heartbeating, like any other peer. (Clients whose own clocks are ten minutes off sign on the
+// registry's clock: RegistryAuth.AClientWhoseClockIsTenMinutesOffStillWorks.)
 TEST(FaultMatrix, APeerWithAClockMinutesOffIsNeitherExpiredNorKept) {
   const auto dir = fresh_dir("fm-clock");
+  const std::string secret = "fault-matrix-secret-0123456789";
+  ::setenv("SWARM_JOB_SECRET", secret.c_str(), 1);  // the registry's (no --job: this variable)
+  namespace auth = swarm::registry::auth;
   const int port = pick_free_port();
   ASSERT_GT(port, 0);
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
   const pid_t reg = start({"registry", "--host", "127.0.0.1", "--port", std::to_string(port), "--peer-expiry", "1.5"},
                           dir + "/registry.log");
-  swarm::registry::RegistryClient client(url, std::chrono::milliseconds(2000));
+  swarm::registry::RegistryClient client(url, std::chrono::milliseconds(2000), secret);
   ASSERT_TRUE(eventually([&] { return client.healthy(); }, 30)) << read_text(dir + "/registry.log");
   const double unix_now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (const auto& [id, skew] : {std::pair<std::string, double>{"ahead", 600}, {"behind", -600}}) {
     const std::string body = "{\"role\":\"worker\",\"stage\":0,\"host\":\"127.0.0.1\",\"port\":9,\"state\":"
                              "\"serving\",\"lastSeen\":" + std::to_string(unix_now + skew) + "}";
-    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -d '" + body + "' " + url +
-                            "/v1/peers/" + id + " > /dev/null";
+    const std::string target = "/v1/peers/" + id;
+    const std::string cmd = "curl -sf -X PUT -H 'Content-Type: application/json' -H 'Authorization: " +
+                            auth::authorization(auth::registry_key(secret), "PUT", target, body,
+                                                static_cast<int64_t>(unix_now * 1000), auth::new_nonce()) +
+                            "' -d '" + body + "' " + url + target + " > /dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   const auto listed = client.peers("worker");

@@ -186,7 +186,7 @@ using testing::worker_record;
 TEST(Metrics, RegistryCountsElasticityEventsInPrometheusFormat) {
   registry::RegistryServer server("127.0.0.1", 0);
   server.start();
-  registry::RegistryClient client(server.url(), std::chrono::seconds(2));
+  registry::RegistryClient client(server.url(), std::chrono::seconds(2), /*secret=*/"");  // a registry without one
   client.announce(worker_record("w0", 1));
   client.add_event("preemptions", 2);
   client.add_event("checkpoint_restores", 1);
@@ -208,7 +208,7 @@ TEST(Metrics, RegistryCountsWorkersOfEveryStageIncludingEmptyOnes) {
   ro.num_stages = 3;
   registry::RegistryServer server("127.0.0.1", 0, ro);
   server.start();
-  registry::RegistryClient client(server.url(), std::chrono::seconds(2));
+  registry::RegistryClient client(server.url(), std::chrono::seconds(2), /*secret=*/"");  // a registry without one
   for (auto [id, stage] : {std::pair<const char*, int>{"a", 0}, {"b", 0}, {"c", 2}})
     client.announce(worker_record(id, stage));
   client.announce(worker_record("d", 2, 7000, planner::PeerState::Averaging));

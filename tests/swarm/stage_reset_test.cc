@@ -46,7 +46,7 @@ TEST(Resync, APeerBehindItsStageWithNobodyAheadDoesNotLoop) {
   const int64_t mine = w.status().step;
   ASSERT_GE(mine, 3);
   const uint64_t fingerprint = w.status().fingerprint;
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
   const int64_t resyncs_before = event(reg, "resyncs");
   // Another peer of stage 0 took 8 more steps and is gone (it never announced itself: no donor).
   const int64_t target = swarm.spec.training.global_batch;
@@ -81,7 +81,7 @@ TEST(StageReset, AStageBackWithoutItsStateAfterTrainingFailsTheJob) {
   // The registry learns stage 1's step from its progress reports (every 25 ms): the failure names
   // the step the registry knows, so wait until it knows this one (it lagged by one on a loaded
   // machine: 2 vs 3).
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
   const auto known = [&] {
     const auto st = reg.stats();
     return st.contains("stageSteps") ? st["stageSteps"].value("1", int64_t{-1}) : int64_t{-1};
@@ -216,7 +216,7 @@ TEST(StageReset, AJoinerThatCannotReachTheRegistryWaitsAndDownloadsTheState) {
   EXPECT_TRUE(st.ready);
   EXPECT_EQ(st.step, peer.step);
   EXPECT_EQ(st.fingerprint, peer.fingerprint) << "it serves other parameters than the stage's live peer";
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
   EXPECT_FALSE(reg.stats().contains("failure")) << reg.stats().dump();
 }
 
@@ -231,7 +231,7 @@ TEST(StageReset, AtStepZeroAReplacementStartsFromTheInitialParameters) {
   EXPECT_TRUE(replacement.status().ready);
   EXPECT_FALSE(replacement.status().failed);
   EXPECT_EQ(replacement.status().fingerprint, initial);
-  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5));
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
   EXPECT_FALSE(reg.stats().contains("failure"));
   ASSERT_TRUE(testing::train(swarm, 2).finished);
 }

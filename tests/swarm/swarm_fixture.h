@@ -41,7 +41,7 @@ spec:
   return spec;
 }
 
-// A registry and per_stage in-process workers per stage on loopback; `adjust` may change each
+// A registry (which takes only requests signed with kSecret) and per_stage in-process workers per stage on loopback; `adjust` may change each
 // worker's options before it starts (precision knobs, ...).
 struct LocalSwarm {
   using Adjust = std::function<void(runtime::WorkerOptions&)>;
@@ -50,6 +50,7 @@ struct LocalSwarm {
     registry::RegistryOptions ro;
     ro.peer_expiry_seconds = spec.timeouts.peer_expiry_seconds;
     ro.num_stages = static_cast<int>(spec.pipeline.stages);  // as `swarm registry --job` (no rebalancing)
+    ro.secret = kSecret;  // every request signed, as with `swarm registry`
     registry = std::make_unique<registry::RegistryServer>("127.0.0.1", 0, ro);
     registry->start();
     for (int st = 0; st < spec.pipeline.stages; ++st)

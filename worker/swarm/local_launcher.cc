@@ -175,7 +175,9 @@ void LocalRun::plan_processes() {
                                          : std::max(1, cores / total_workers_);
   registry_port_ = pick_free_port();
   registry_url_ = "http://127.0.0.1:" + std::to_string(registry_port_);
-  registry_ = std::make_unique<registry::RegistryClient>(registry_url_, std::chrono::milliseconds(1000));
+  // Its requests are signed with the job secret, like every peer's (ensure_secret ran first).
+  registry_ = std::make_unique<registry::RegistryClient>(registry_url_, std::chrono::milliseconds(1000),
+                                                         resolve_secret(spec_.secret));
 }
 
 // A stage that loses its last peer comes back from its checkpoint, or the job stops (a stage

@@ -87,7 +87,7 @@ void StageServer::start() {
       [&I](net::Message&& m) { return I.handle(std::move(m)); }, server_options);
   I.server->start();
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url,
-                                                          to_ms(spec.timeouts.connect_seconds));
+                                                          to_ms(spec.timeouts.connect_seconds), I.opt.secret);
   // A worker started without a stage joins the most loaded one (planner/rebalance.h); either way
   // it starts from a live peer's parameters and optimizer state when the stage has one.
   int first = I.opt.stage;

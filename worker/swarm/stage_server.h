@@ -25,7 +25,7 @@ struct WorkerOptions {
   int port = 0;                    // 0 = any free port
   std::string metrics_bind = "127.0.0.1:0";
   std::string registry_url;
-  std::string secret;
+  std::string secret;              // the job secret: keys the data plane and signs registry requests
   // The job's previous secret during a rotation (environment variable <spec.secret.env>_PREVIOUS):
   // accepted for restoring checkpoints written before it, never on the data plane.
   std::string previous_secret;

@@ -477,7 +477,8 @@ void Trainer::Impl::train(const std::atomic<bool>& stop) {
 
 TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   auto& I = *impl_;
-  I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url, to_ms(I.opt.spec.timeouts.connect_seconds));
+  I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url, to_ms(I.opt.spec.timeouts.connect_seconds),
+                                                          I.opt.secret);
   I.metrics = std::make_unique<Metrics>(I.opt.metrics_bind, "trainer", I.opt.peer_id);
   std::atomic<bool> done{false};
   swarm::Mutex bg_mu;

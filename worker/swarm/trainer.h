@@ -21,7 +21,7 @@ struct TrainerOptions {
   int index = 0;                 // selects this trainer's data stream
   std::string peer_id;
   std::string registry_url;
-  std::string secret;
+  std::string secret;            // the job secret: signs data-plane frames and registry requests
   std::string report_path;       // JSON progress report, rewritten every second; "" = none
   int64_t max_steps = 0;         // 0 = spec.training.maxSteps
   double max_seconds = 0;        // 0 = no limit

@@ -1,0 +1,52 @@
+#include "operator/controller/job_secrets.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "operator/controller/manifests.h"
+#include "operator/kube/config.h"
+
+namespace swarm::op {
+namespace {
+
+double steady_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+JobSecrets::JobSecrets(kube::Client& client, double ttl_seconds) : client_(client), ttl_seconds_(ttl_seconds) {}
+
+std::string JobSecrets::get(const SwarmJob& job) {
+  const auto [name, key] = secret_source(job);
+  const std::string id = job.namespace_ + "/" + name + "/" + key;
+  const double t = steady_now();
+  {
+    swarm::MutexLock lock(mu_);
+    auto it = cache_.find(id);
+    if (it != cache_.end() && t - it->second.second < ttl_seconds_) return it->second.first;
+  }
+  std::string value = fetch(job.namespace_, name, key);
+  swarm::MutexLock lock(mu_);
+  cache_[id] = {value, t};
+  return value;
+}
+
+std::string JobSecrets::fetch(const std::string& ns, const std::string& name, const std::string& key) {
+  const std::string what = "secret " + ns + "/" + name + " key \"" + key + "\"";
+  const auto secret = client_.get_if_exists(kube::resource_path("v1", ns, "secrets", name));
+  if (!secret) throw std::runtime_error(what + ": no such Secret");
+  const auto data = secret->value("data", kube::json::object());
+  if (!data.is_object() || !data.contains(key) || !data.at(key).is_string())
+    throw std::runtime_error(what + ": no such key in the Secret's data");
+  std::string value;
+  try {
+    value = kube::base64_decode(data.at(key).get<std::string>());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + ": " + e.what());
+  }
+  if (value.empty()) throw std::runtime_error(what + ": empty");
+  return value;
+}
+
+}  // namespace swarm::op
