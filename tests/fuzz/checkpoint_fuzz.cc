@@ -24,19 +24,20 @@ namespace {
 
 constexpr int kStage = 0;
 
-// A folder of this process, removed at exit.
+// A folder of this process, removed at exit. The name is never destroyed: the exit handler may
+// run after the static objects are gone.
 const std::string& checkpoint_root() {
-  static const std::string root = [] {
+  static const std::string* root = [] {
     const char* tmp = std::getenv("TMPDIR");
     const fs::path base = tmp && *tmp ? tmp : "/tmp";
-    fs::path p = base / ("swarm-fuzz-checkpoint." + std::to_string(::getpid()));
+    auto* p = new std::string((base / ("swarm-fuzz-checkpoint." + std::to_string(::getpid()))).string());
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(checkpoint_root(), ec);
     });
-    return p.string();
+    return p;
   }();
-  return root;
+  return *root;
 }
 
 // A name the file system can hold in one folder; anything else stands for a well-formed name.

@@ -36,7 +36,9 @@ nice cmake --build "$bin" -j "${FUZZ_BUILD_JOBS:-$(nproc)}" --target "${targets[
 echo "built ${#targets[@]} fuzz targets in $((SECONDS - start)) s"
 
 out=$bin/fuzz-out
-mkdir -p "$out/artifacts" "$out/logs"
+rm -rf "$out/tmp"
+mkdir -p "$out/artifacts" "$out/logs" "$out/tmp"
+export TMPDIR=$out/tmp  # what a target that crashed leaves there (fuzz_checkpoint's folder)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
