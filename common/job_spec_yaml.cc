@@ -9,10 +9,12 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/job_spec.h"
@@ -194,6 +196,39 @@ std::string with_location(const std::string& message, const YAML::Mark& mark) {
          std::to_string(loc->column) + ")";
 }
 
+// Records where each document of a stream starts; ignores everything else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// YAML::LoadAll, except that a stream the parser makes no progress on is a syntax error instead of
+// a hang: yaml-cpp 0.7 reads a stray "," as an endless series of empty documents, each starting
+// where the last one did. A first pass over the events finds that before any node is built.
+std::vector<YAML::Node> load_documents(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts docs;
+  while (parser.HandleNextDocument(docs)) {
+    const size_t n = docs.starts.size();
+    if (n >= 2 && docs.starts[n - 1].pos <= docs.starts[n - 2].pos) {
+      throw YAML::ParserException(docs.starts[n - 1],
+                                  "no document can start here (a ',' outside [ ] or { }?)");
+    }
+  }
+  return YAML::LoadAll(text);
+}
+
 JobSpec parse(const std::string& text, const std::string& source) {
   if (text.size() > kMaxBytes) {
     throw SpecError({"the document is larger than " + std::to_string(kMaxBytes >> 20) + " MiB"},
@@ -201,7 +236,7 @@ JobSpec parse(const std::string& text, const std::string& source) {
   }
   std::vector<YAML::Node> docs;
   try {
-    for (const YAML::Node& doc : YAML::LoadAll(text)) {
+    for (const YAML::Node& doc : load_documents(text)) {
       if (!doc.IsNull()) docs.push_back(doc);  // a trailing "---" yields an empty document
     }
   } catch (const YAML::Exception& e) {

@@ -10,6 +10,7 @@ packages=(
   prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libasio-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang                                       # thread-safety analysis of control and data plane (tests/tsa)
+  libclang-rt-dev                             # libFuzzer and the sanitizer runtimes (tests/fuzz)
   fortunes fortunes-min                       # the default training text
   iperf3 curl openssl                         # wire benchmark reference; endpoint checks; test certificates
   prometheus                                  # promtool and a real server for the metrics tests

@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -460,6 +462,20 @@ TEST(JobSpec, DocumentLevelErrors) {
   const std::string deep = std::string(100, '[') + std::string(100, ']');
   EXPECT_THAT(errors_of(kHeader + "status: " + deep + "\n"),
               ElementsAre(HasSubstr("nested deeper than 64 levels")));
+}
+
+// Found by fuzzing (tests/fuzz): yaml-cpp reads a stray "," as an endless series of empty
+// documents, so parse_job_spec never returned while its memory grew.
+TEST(JobSpec, AStrayCommaIsASyntaxErrorNotAHang) {
+  for (const std::string yaml : {std::string(","), kHeader + "---\n,\n"}) {
+    auto errors = std::async(std::launch::async, [yaml] { return errors_of(yaml); });
+    if (errors.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      std::fprintf(stderr, "FAILED: parse_job_spec(%s) did not return within 30 s\n", yaml.c_str());
+      std::_Exit(1);  // the parse would never end: fail now rather than wait for it
+    }
+    EXPECT_THAT(errors.get(), ElementsAre(HasSubstr("YAML syntax error: no document can start here")));
+  }
+  EXPECT_THAT(errors_of(","), ElementsAre(HasSubstr("(line 1, column 1)")));
 }
 
 TEST(JobSpec, LoadJobSpecNamesTheFile) {

@@ -115,6 +115,72 @@ TEST(State, MismatchesThrowClearErrors) {
   EXPECT_EQ(param_fingerprint(*s1b), param_fingerprint(*s1));
 }
 
+// Where save_state's layout puts the optimizer kind byte (after magic, version, config, stage) and
+// the first parameter's name (after kind, step count, moment steps, parameter count).
+constexpr size_t kKindOffset = 8 + 4 + (7 * 8 + 1) + 8;
+constexpr size_t kFirstNameOffset = kKindOffset + 1 + 8 + 8 + 4;
+
+// `blob` cut at `at`, `tail` appended and the checksum recomputed: a well-sealed blob that
+// load_state reads up to `tail`.
+std::string resealed(const std::string& blob, size_t at, const std::string& tail) {
+  std::string out = blob.substr(0, at) + tail;
+  const uint64_t sum = state_checksum(out.data(), out.size());
+  return out.append(reinterpret_cast<const char*>(&sum), sizeof sum);
+}
+
+template <class T>
+std::string bytes_of(T v) {
+  return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// The message load_state refuses `blob` with; "" if it loads, "<other>" if it throws anything but
+// std::runtime_error.
+std::string refusal(const std::string& blob, StageModel& model, StageOptimizer& opt) {
+  try {
+    load_state(blob, model, opt);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  } catch (...) {
+    return "<other>";
+  }
+  return "";
+}
+
+// Found by fuzzing (tests/fuzz): the dims of a tensor multiplied past 64 bits into a small byte
+// count, and libtorch was asked for the whole shape (c10::Error, not a refusal); a tensor of zero
+// elements was copied from a null data pointer. The shape is now checked against the parameter's
+// before anything is allocated.
+TEST(State, ATensorShapeOtherThanTheParametersIsRefusedBeforeAllocation) {
+  auto s = make_stage(tiny_config(3), 1, 1);
+  StageOptimizer o(*s, OptimizerConfig{});
+  const std::string blob = save_state(*s, o);
+  const std::string name = o.names()[0];
+  const size_t tensor_at = kFirstNameOffset + 4 + name.size();
+  ASSERT_EQ(blob.substr(kFirstNameOffset + 4, name.size()), name);
+  const std::string f32(1, static_cast<char>(torch::kFloat));
+  const std::string overflowing = f32 + '\2' + bytes_of<int64_t>(int64_t{1} << 32) +
+                                  bytes_of<int64_t>(int64_t{1} << 32) + bytes_of<uint64_t>(0);
+  EXPECT_EQ(refusal(resealed(blob, tensor_at, overflowing), *s, o),
+            "load_state: shape of '" + name + "' is [4294967296, 4294967296], expected " +
+                c10::str(o.params()[0].sizes()));
+  const std::string empty = f32 + '\1' + bytes_of<int64_t>(0) + bytes_of<uint64_t>(0);
+  EXPECT_EQ(refusal(resealed(blob, tensor_at, empty), *s, o),
+            "load_state: shape of '" + name + "' is [0], expected " + c10::str(o.params()[0].sizes()));
+  EXPECT_EQ(refusal(blob, *s, o), "");
+}
+
+// Found by fuzzing: an optimizer kind byte other than 0 and 1 became an OptimizerConfig::Kind
+// outside the enum (undefined behaviour) and read as "adamw".
+TEST(State, AnUnknownOptimizerKindIsRefusedNamingItsValue) {
+  auto s = make_stage(tiny_config(3), 1, 1);
+  StageOptimizer o(*s, OptimizerConfig{});
+  const std::string blob = save_state(*s, o);
+  ASSERT_EQ(blob[kKindOffset], static_cast<char>(OptimizerConfig::AdamW));
+  std::string rest = blob.substr(kKindOffset + 1, blob.size() - 8 - kKindOffset - 1);
+  EXPECT_EQ(refusal(resealed(blob, kKindOffset, '\7' + rest), *s, o),
+            "load_state: optimizer kind 7 is neither adamw (0) nor lamb (1)");
+}
+
 TEST(Grads, FlattenUnflattenRoundTrip) {
   const auto config = tiny_config(2);
   auto m = make_stage(config, 0, 4);

@@ -129,6 +129,16 @@ TEST(Checkpoint, ACrashMidWriteNeverHidesTheLastGoodCheckpoint) {
   fs::remove_all(dir);
 }
 
+TEST(Checkpoint, AFileNamedForANegativeStepIsNotACheckpoint) {
+  const auto dir = fresh_dir("ckpt-negative");
+  runtime::write_checkpoint(dir, 0, 2, "good", 5, kKey);
+  std::ofstream(dir + "/stage-0/step--00000003.ckpt") << "planted";  // step_name(-3), found by fuzzing
+  auto all = runtime::list_checkpoints(dir, 0);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].step, 2);
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, AStageWithNoLivePeerIsRestoredFromItsNewestUsableCheckpoint) {
   torch::set_num_threads(1);
   const auto dir = fresh_dir("ckpt-restore");

@@ -100,27 +100,34 @@ class Reader {
     pos_ += n;
     return s;
   }
-  torch::Tensor get_tensor(const std::string& what) {
-    const auto dtype = static_cast<torch::ScalarType>(get<uint8_t>("tensor dtype"));
+  // One tensor of the parameter `name` (`what`: name and which of its tensors, for errors), whose
+  // shape must be `expected`: checked before anything is allocated, so the bytes of a blob decide
+  // no allocation but the model's own shapes.
+  torch::Tensor get_tensor(const std::string& name, const std::string& what, at::IntArrayRef expected) {
+    const int raw_dtype = get<uint8_t>("tensor dtype");
+    const auto dtype = static_cast<torch::ScalarType>(raw_dtype);
     if (dtype != torch::kFloat && dtype != torch::kDouble && dtype != torch::kHalf &&
         dtype != torch::kBFloat16) {
-      fail("unsupported dtype " + std::to_string(static_cast<int>(dtype)) + " for " + what);
+      fail("unsupported dtype " + std::to_string(raw_dtype) + " for " + what);
     }
     const int ndim = get<uint8_t>("tensor rank");
     if (ndim > kMaxDims) fail("rank " + std::to_string(ndim) + " too large for " + what);
     std::vector<int64_t> dims;
-    uint64_t numel = 1;
-    for (int i = 0; i < ndim; ++i) {
-      const int64_t d = get<int64_t>("tensor dims");
-      if (d < 0 || d > (int64_t{1} << 40)) fail("bad dimension for " + what);
-      dims.push_back(d);
-      numel *= static_cast<uint64_t>(d);
+    for (int i = 0; i < ndim; ++i) dims.push_back(get<int64_t>("tensor dims"));
+    if (!expected.equals(dims)) {
+      std::ostringstream os;
+      os << "shape of '" << name << "' is " << at::IntArrayRef(dims) << ", expected " << expected;
+      fail(os.str());
     }
+    const uint64_t want = static_cast<uint64_t>(c10::multiply_integers(expected)) * c10::elementSize(dtype);
     const uint64_t nbytes = get<uint64_t>("tensor size");
-    if (nbytes != numel * c10::elementSize(dtype)) fail("byte count mismatch for " + what);
+    if (nbytes != want) {
+      fail("byte count of " + what + " is " + std::to_string(nbytes) + ", its shape and dtype need " +
+           std::to_string(want));
+    }
     need(nbytes, what.c_str());
     auto t = torch::empty(dims, torch::TensorOptions().dtype(dtype));
-    std::memcpy(t.data_ptr(), in_.data() + pos_, nbytes);
+    if (nbytes > 0) std::memcpy(t.data_ptr(), in_.data() + pos_, nbytes);
     pos_ += nbytes;
     return t;
   }
@@ -157,13 +164,15 @@ ModelConfig get_config(Reader& r) {
   return c;
 }
 
-uint64_t checksum(const char* data, size_t n) {
+uint64_t checksum(const char* data, size_t n) { return state_checksum(data, n); }
+
+}  // namespace
+
+uint64_t state_checksum(const void* data, size_t n) {
   Hasher h;
   h.update(data, n);
   return h.digest();
 }
-
-}  // namespace
 
 std::string save_state(StageModel& model, StageOptimizer& optimizer) {
   const auto& names = optimizer.names();
@@ -211,7 +220,13 @@ void load_state(const std::string& bytes, StageModel& model, StageOptimizer& opt
                  " of model {" + describe(model.config()) + "}");
   }
   if (!checksum_ok) Reader::fail("checksum mismatch (corrupt or truncated state)");
-  const auto kind = static_cast<OptimizerConfig::Kind>(r.get<uint8_t>("optimizer kind"));
+  const int raw_kind = r.get<uint8_t>("optimizer kind");
+  if (raw_kind != OptimizerConfig::AdamW && raw_kind != OptimizerConfig::Lamb) {
+    Reader::fail("optimizer kind " + std::to_string(raw_kind) + " is neither adamw (" +
+                 std::to_string(OptimizerConfig::AdamW) + ") nor lamb (" +
+                 std::to_string(OptimizerConfig::Lamb) + ")");
+  }
+  const auto kind = static_cast<OptimizerConfig::Kind>(raw_kind);
   if (kind != optimizer.config().kind) {
     Reader::fail(std::string("state holds ") + kind_name(kind) + " optimizer state, this peer uses " +
                  kind_name(optimizer.config().kind));
@@ -232,16 +247,9 @@ void load_state(const std::string& bytes, StageModel& model, StageOptimizer& opt
       Reader::fail("parameter " + std::to_string(i) + " is '" + name + "', expected '" +
                    names[i] + "'");
     }
-    p_in.push_back(r.get_tensor(name));
-    m_in.push_back(r.get_tensor(name + " exp_avg"));
-    v_in.push_back(r.get_tensor(name + " exp_avg_sq"));
-    for (auto* t : {&p_in.back(), &m_in.back(), &v_in.back()}) {
-      if (!t->sizes().equals(params[i].sizes())) {
-        std::ostringstream os;
-        os << "shape of '" << name << "' is " << t->sizes() << ", expected " << params[i].sizes();
-        Reader::fail(os.str());
-      }
-    }
+    p_in.push_back(r.get_tensor(name, "'" + name + "'", params[i].sizes()));
+    m_in.push_back(r.get_tensor(name, "'" + name + "' exp_avg", params[i].sizes()));
+    v_in.push_back(r.get_tensor(name, "'" + name + "' exp_avg_sq", params[i].sizes()));
   }
   if (r.pos() != bytes.size() - 8) Reader::fail("trailing bytes after the last tensor");
 

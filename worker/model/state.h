@@ -31,6 +31,10 @@ std::string save_state(StageModel& model, StageOptimizer& optimizer);
 // exactly the donor's next parameters.
 void load_state(const std::string& bytes, StageModel& model, StageOptimizer& optimizer);
 
+// The checksum that ends a state blob, of the n bytes before it (for tools that build a blob by
+// hand, such as the fuzz target of load_state).
+uint64_t state_checksum(const void* data, size_t n);
+
 // The model's gradients in parameters() order (a zero tensor where a gradient is undefined).
 // The returned tensors alias the live gradients; flatten() them before modifying.
 std::vector<at::Tensor> grads(StageModel& model);

@@ -120,8 +120,9 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir, int stage) 
     const std::string name = e.path().filename().string();
     long long step = 0;
     char tail[8] = {0};
-    // Only finished files: "step-<digits>.ckpt" exactly.
-    if (std::sscanf(name.c_str(), "step-%lld.ckp%1s", &step, tail) == 2 && name == step_name(step))
+    // Only finished files: "step-<digits>.ckpt" exactly, of a step >= 0 (write_checkpoint's names;
+    // "step--00000003.ckpt" would restore a stage to step -3).
+    if (std::sscanf(name.c_str(), "step-%lld.ckp%1s", &step, tail) == 2 && step >= 0 && name == step_name(step))
       out.push_back({e.path().string(), step});
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });

@@ -1,0 +1,103 @@
+// make_seeds OUT_DIR: writes the generated seed corpora of the fuzz targets (tests/fuzz/corpus/
+// holds its output): OUT_DIR/frame (valid frames made with encode_frame, signed with kSecret),
+// OUT_DIR/state and OUT_DIR/checkpoint (save_state blobs of the tiny stage, in the input layouts of
+// state_fixture.h and checkpoint_fuzz.cc) and OUT_DIR/job_json (to_json of valid specs). Rerun it
+// when a format changes: `build-fuzz/fuzz/make_seeds tests/fuzz/corpus`.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+#include "common/job_spec_json.h"
+#include "tests/fuzz/state_fixture.h"
+#include "worker/net/frame.h"
+#include "worker/net/message.h"
+
+namespace fs = std::filesystem;
+using namespace swarm;
+
+namespace {
+
+void write(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<net::Message> frames() {
+  std::vector<net::Message> out;
+  net::Message m;
+  m.type = 2;
+  m.request_id = 7;
+  out.push_back(m);  // no meta, no tensor
+  m.meta = R"({"stage":1,"step":3,"microbatch":"t0-5"})";
+  out.push_back(m);
+  auto f32 = net::WireTensor::allocate(net::DType::Float32, {2, 3});
+  for (size_t i = 0; i < f32.nbytes; ++i) static_cast<uint8_t*>(f32.data)[i] = static_cast<uint8_t>(i);
+  m.tensors.push_back(std::move(f32));
+  out.push_back(m);
+  m.tensors.push_back(net::WireTensor::allocate(net::DType::Int64, {4}));
+  m.tensors.push_back(net::WireTensor::allocate(net::DType::Float16, {0, 5}));  // empty
+  m.tensors.push_back(net::WireTensor::allocate(net::DType::UInt8, {}));      // a scalar
+  out.push_back(m);
+  out.push_back(net::make_error(9, "stage 1: step 3 closed", net::ErrorCode::StepClosed));
+  return out;
+}
+
+void write_state_seeds(const fs::path& out) {
+  for (auto kind : {model::OptimizerConfig::AdamW, model::OptimizerConfig::Lamb}) {
+    auto stage = model::make_stage(fuzz::tiny_state_config(), fuzz::kStateStage, 1);
+    model::OptimizerConfig oc;
+    oc.kind = kind;
+    model::StageOptimizer opt(*stage, oc);
+    const std::string blob = model::save_state(*stage, opt);
+    // Flag 1: the blob without its checksum (the target appends it); flag 0: the whole blob.
+    const std::string unsealed = std::string(1, '\1') + blob.substr(0, blob.size() - 8);
+    const std::string whole = std::string(1, '\0') + blob;
+    const std::string name = model::kind_name(kind);
+    write(out / "state" / (name + "-sealed-by-target.bin"), unsealed);
+    write(out / "state" / (name + "-whole.bin"), whole);
+    if (kind != model::OptimizerConfig::AdamW) continue;
+    write(out / "checkpoint" / "step-3.bin", "step-000000003.ckpt\n" + unsealed);
+    // Flag bit 2: the target adds the authentication trailer (checkpoint_fuzz.cc).
+    write(out / "checkpoint" / "step-3-authenticated.bin", "step-000000003.ckpt\n" + std::string(1, '\3') + unsealed.substr(1));
+    write(out / "checkpoint" / "unfinished.bin", "step-000000004.ckpt.tmp.12\n" + whole);
+  }
+}
+
+void write_job_json_seeds(const fs::path& out) {
+  JobSpec spec;  // the tiny-lm job
+  write(out / "job_json" / "tiny-lm.json", to_json(spec).dump(1));
+  spec.name = "ckpt-job";
+  spec.pipeline.compression = Compression::Blockwise8;
+  spec.training.optimizer.name = OptimizerKind::Lamb;
+  spec.secret.secret_ref_name = "job-secret";
+  spec.secret.secret_ref_key = "token";
+  spec.checkpoint.path = "/checkpoints";
+  write(out / "job_json" / "checkpoints.json", to_json(spec).dump());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: make_seeds OUT_DIR\n";
+    return 2;
+  }
+  const fs::path out = argv[1];
+  std::vector<net::Message> msgs = frames();
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    for (auto p : {net::Protection::Authenticated, net::Protection::Encrypted}) {
+      net::Session session = fuzz::frame_session(true, p);
+      const char flag = p == net::Protection::Encrypted ? '\1' : '\0';
+      write(out / "frame" / ("frame-" + std::to_string(i) + "-" + net::protection_name(p) + ".bin"),
+            std::string(1, flag) + net::encode_frame(msgs[i], *session.tx));
+    }
+  }
+  write_state_seeds(out);
+  write_job_json_seeds(out);
+  std::cout << "seeds written under " << out.string() << "\n";
+  return 0;
+}
