@@ -94,6 +94,10 @@ void StageServer::Impl::progress_loop() {
       latched = target_latched;
     }
     if (!ready) continue;
+    // A registry restarted (or moved) lost what this peer reported: a latched peer would stay
+    // silent, and the new registry could close the step without its samples (it re-syncs, they
+    // are lost). So after a failed heartbeat the report goes again until one gets through.
+    if (progress_unsure.exchange(false)) reported_step = -1;
     if (latched && r == reported_step && s == reported_samples && a == reported_admitted) continue;
     try {
       auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples, a);

@@ -384,14 +384,18 @@ bool StageServer::Impl::handoff_gradients() {
   const int s = stage.load();
   const int64_t mine = step.load();
   const auto flat = flat_grads(*model);
-  // Within what is left of a drain's budget: the process must exit before it is killed. Without
-  // a drain (a rebalancer move) within one backward timeout.
-  const double until = ends > 0 ? ends - 0.3 : now_seconds() + opt.spec.timeouts.backward_seconds;
+  // Within what is left of a drain's budget (the process must exit before it is killed), and at
+  // most kHandoffPatience: without a drain (a rebalancer move) within one backward timeout.
+  constexpr double kHandoffPatience = 5;
+  const double started = now_seconds();
+  const double until = std::min(started + kHandoffPatience,
+                                ends > 0 ? ends - 0.3 : started + opt.spec.timeouts.backward_seconds);
   // Every serving peer of the stage is a candidate, those listed at this peer's step first: a
   // listing can be a heartbeat old (a peer that just stepped, or just joined), so the receiver,
-  // not the listing, decides whether the step is still open (it refuses a closed one). A failed
-  // registry read or a round without a taker is tried again while the budget lasts: a stage whose
-  // other peers are all joining (replacements downloading the state) has a taker moments later.
+  // not the listing, decides whether the step is still open (it refuses a closed one). A round
+  // without a taker is tried again while a peer of the stage is joining (a replacement downloading
+  // the state has a taker moments later); a registry that does not answer, only for a moment;
+  // with every other peer of the stage gone or leaving (the job ends), not at all.
   for (int round = 0; now_seconds() < until; ++round) {
     if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
     std::vector<planner::PeerRecord> peers;
@@ -399,8 +403,13 @@ bool StageServer::Impl::handoff_gradients() {
       peers = registry->peers("worker", s);
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: hand-off: registry unreachable: {}", opt.peer_id, e.what());
+      if (now_seconds() - started > 1.0) break;
       continue;
     }
+    if (std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
+          return p.peer_id != opt.peer_id && (serving(p) || p.state == planner::PeerState::Joining);
+        }))
+      break;
     std::stable_partition(peers.begin(), peers.end(), [&](const auto& p) { return p.step == mine; });
     bool refused_closed = false;
     for (const auto& p : peers) {

@@ -556,6 +556,7 @@ void StageServer::Impl::heartbeat_loop() {
         if (ready) check_behind(registry->peers("worker", stage.load()));
       }
     } catch (const std::exception& e) {
+      progress_unsure = true;
       spdlog::warn("worker {}: heartbeat failed: {}", opt.peer_id, e.what());
     }
     publish_compute_metrics();

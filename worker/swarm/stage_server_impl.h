@@ -164,6 +164,9 @@ struct StageServer::Impl {
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
   std::atomic<int> move_to{-1};   // stage the rebalancer assigned, not yet moved to
   std::atomic<bool> resync_requested{false};
+  // A heartbeat failed: the registry may come back (or move) without the progress this peer
+  // reported, so progress_loop reports it again even when nothing changed.
+  std::atomic<bool> progress_unsure{false};
   int64_t last_resync_step = -1;  // where the last re-sync ended; compute thread only
   std::atomic<bool> ready{false};  // serving (false while joining/resyncing)
   std::atomic<int64_t> step{0};
