@@ -520,35 +520,6 @@ TEST(Frame, EncryptedFramesHideMetaAndTensorBytes) {
   EXPECT_EQ(std::memcmp(back.tensors[1].data, m.tensors[1].data, m.tensors[1].nbytes), 0);
 }
 
-TEST(Session, HellosAreCheckedAndMustAgree) {
-  uint8_t b[net::kHelloBytes];
-  net::encode_hello(net::make_hello(net::Protection::Encrypted), b);
-  EXPECT_EQ(net::parse_hello(b).protection, net::Protection::Encrypted);
-  auto expect_bad = [&](size_t at, uint8_t value, const std::string& what) {
-    uint8_t c[net::kHelloBytes];
-    std::memcpy(c, b, sizeof c);
-    c[at] = value;
-    try {
-      net::parse_hello(c);
-      ADD_FAILURE() << "accepted a hello with byte " << at << " = " << int(value);
-    } catch (const net::WireError& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
-  expect_bad(0, 'X', "hello.magic");
-  expect_bad(4, 1, "hello.version: 1 is not supported");
-  expect_bad(6, 3, "hello.protection: 3");
-  try {
-    net::make_session(kSecret, true, hello(1, net::Protection::Authenticated), hello(2, net::Protection::Encrypted));
-    ADD_FAILURE() << "a session with mismatched protections";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("spec.security.transport"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(net::parse_protection("encrypted"), net::Protection::Encrypted);
-  EXPECT_THROW(net::parse_protection("tls"), std::invalid_argument);
-  // Two hellos never repeat (fresh randoms): two connections never share keys.
-  EXPECT_NE(net::make_hello(net::Protection::Encrypted).random, net::make_hello(net::Protection::Encrypted).random);
-}
 
 TEST(Frame, EncodeRejectsInvalidMessages) {
   net::Message m = sample();
