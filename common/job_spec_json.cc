@@ -146,32 +146,15 @@ class Reader {
   }
 
   template <class E>
-  void get_enum(const char* key, E& out, std::optional<E> (*parse)(std::string_view),
-                const char* choices) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    std::optional<E> e;
-    if (v->is_string()) e = parse(v->get<std::string>());
-    if (e) {
-      out = *e;
-    } else {
-      fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
-    }
+  void get_enum(const char* key, E& out, std::optional<E> (*parse)(std::string_view), const char* choices) {
+    if (auto e = read_enum(key, parse, choices)) out = *e;
   }
 
   // An enum that may be left out (out stays nullopt).
   template <class E>
   void get_enum(const char* key, std::optional<E>& out, std::optional<E> (*parse)(std::string_view),
                 const char* choices) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    std::optional<E> e;
-    if (v->is_string()) e = parse(v->get<std::string>());
-    if (e) {
-      out = e;
-    } else {
-      fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
-    }
+    if (auto e = read_enum(key, parse, choices)) out = e;
   }
 
   // A list of exactly two numbers, e.g. betas: [0.9, 0.95].
@@ -225,6 +208,17 @@ class Reader {
   }
 
  private:
+  // `key`'s value spelled as one of `choices`; nullopt when absent or (with an issue) misspelled.
+  template <class E>
+  std::optional<E> read_enum(const char* key, std::optional<E> (*parse)(std::string_view), const char* choices) {
+    const json* v = field(key);
+    if (v == nullptr) return std::nullopt;
+    std::optional<E> e;
+    if (v->is_string()) e = parse(v->get<std::string>());
+    if (!e) fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
+    return e;
+  }
+
   static bool whole(double x) { return std::isfinite(x) && x == std::trunc(x); }
 
   const json* field(const char* key, bool required = false) {

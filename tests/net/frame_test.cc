@@ -11,27 +11,17 @@
 #include "worker/net/auth.h"
 #include "worker/net/frame.h"
 #include "worker/net/message.h"
+#include "tests/net/fixed_sessions.h"
 
 namespace net = swarm::net;
 using net::DType;
 
 namespace {
 
-const std::string kSecret = "job-secret";
-
-// Fixed hellos, so a frame built by hand and one encoded by the codec are byte for byte the same.
-net::Hello hello(uint8_t fill, net::Protection p) {
-  net::Hello h;
-  h.protection = p;
-  h.random.fill(fill);
-  return h;
-}
-net::Session client_session(net::Protection p = net::Protection::Authenticated, const std::string& secret = kSecret) {
-  return net::make_session(secret, true, hello(1, p), hello(2, p));
-}
-net::Session server_session(net::Protection p = net::Protection::Authenticated, const std::string& secret = kSecret) {
-  return net::make_session(secret, false, hello(2, p), hello(1, p));
-}
+using net::testing::client_session;
+using net::testing::hello;
+using net::testing::kSecret;
+using net::testing::server_session;
 
 // The first frame of a fresh connection.
 std::string encode(const net::Message& m, net::Protection p = net::Protection::Authenticated) {

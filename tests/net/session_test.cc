@@ -7,21 +7,12 @@
 
 #include "worker/net/errors.h"
 #include "worker/net/session.h"
+#include "tests/net/fixed_sessions.h"
 
 namespace net = swarm::net;
 
-namespace {
-
-const std::string kSecret = "job-secret";
-
-net::Hello hello(uint8_t fill, net::Protection p) {
-  net::Hello h;
-  h.protection = p;
-  h.random.fill(fill);
-  return h;
-}
-
-}  // namespace
+using net::testing::hello;
+using net::testing::kSecret;
 
 TEST(Session, HellosAreCheckedAndMustAgree) {
   uint8_t b[net::kHelloBytes];
