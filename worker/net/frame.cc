@@ -206,45 +206,20 @@ void for_each_body_piece(const OutFrame& f, const Message& m, const std::functio
   }
 }
 
-void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx) {
-  tx.begin_seal(reinterpret_cast<const uint8_t*>(f.head.data()));
-  if (tx.encrypts()) f.sealed.resize(f.total_bytes - kHeaderBytes - kTagBytes);
-  size_t pos = 0;
-  for_each_body_piece(f, m, [&](const uint8_t* p, size_t n) {
-    tx.update(p, tx.encrypts() ? reinterpret_cast<uint8_t*>(f.sealed.data()) + pos : nullptr, n);
-    pos += n;
-  });
-  f.tag = tx.finish_seal();
-  f.is_sealed = true;
-  f.encrypted = tx.encrypts();
-}
-
-std::vector<Piece> OutFrame::pieces(const Message& m) const {
-  if (!is_sealed) throw std::logic_error("OutFrame::pieces before seal_frame");
-  std::vector<Piece> out;
-  if (encrypted) {
-    out.push_back({head.data(), kHeaderBytes});
-    if (!sealed.empty()) out.push_back({sealed.data(), sealed.size()});
-    out.push_back({tag.data(), tag.size()});
-    return out;
-  }
-  out.reserve(2 * m.tensors.size() + 2);
-  size_t first_end = desc_pos.size() > 1 ? desc_pos[1] : head.size();
-  out.push_back({head.data(), first_end});
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    if (i > 0) out.push_back({head.data() + desc_pos[i], desc_pos[i + 1] - desc_pos[i]});
-    if (m.tensors[i].nbytes) out.push_back({m.tensors[i].data, m.tensors[i].nbytes});
-  }
-  out.push_back({tag.data(), tag.size()});
-  return out;
-}
-
 std::string encode_frame(const Message& m, FrameCipher& tx) {
   OutFrame f = prepare_frame(m);
-  seal_frame(f, m, tx);
   std::string out;
   out.reserve(f.total_bytes);
-  for (const Piece& p : f.pieces(m)) out.append(static_cast<const char*>(p.data), p.size);
+  out.append(f.head, 0, kHeaderBytes);
+  tx.begin_seal(reinterpret_cast<const uint8_t*>(f.head.data()));
+  for_each_body_piece(f, m, [&](const uint8_t* p, size_t n) {
+    const size_t at = out.size();
+    out.append(reinterpret_cast<const char*>(p), n);
+    auto* q = reinterpret_cast<uint8_t*>(out.data()) + at;
+    tx.update(q, q, n);  // encrypts in place, or only authenticates
+  });
+  const auto tag = tx.finish_seal();
+  out.append(reinterpret_cast<const char*>(tag.data()), tag.size());
   return out;
 }
 

@@ -73,35 +73,24 @@ struct Piece {
   size_t size;
 };
 
-// An outgoing frame. Authenticated only, the tensor bytes stay where they are (the frame is a
-// gather list over them); encrypted, everything after the header is in `sealed`.
+// An outgoing frame before it is sealed: header and descriptors built, tensor bytes where they
+// are. A connection seals it as it writes (Connection::send); encode_frame into one string.
 struct OutFrame {
   std::string head;              // header || meta || desc_0 || ... || desc_{n-1}
   std::vector<size_t> desc_pos;  // where desc_i starts in head; n+1 entries, last = head.size()
-  std::string sealed;            // encrypted: the ciphertext of everything after the header
-  std::array<uint8_t, kTagBytes> tag{};
-  bool is_sealed = false;
-  bool encrypted = false;
-  uint64_t total_bytes = 0;      // whole frame on the wire
-
-  // The frame in wire order. Points into this OutFrame and into the tensors of `m`, which must
-  // both outlive the pieces. Only after seal_frame.
-  std::vector<Piece> pieces(const Message& m) const;
+  uint64_t total_bytes = 0;      // whole frame on the wire, tag included
 };
 
 // Validates `m` (dtype, shape, nbytes, data) and builds its header and descriptors.
 // Throws WireError ("encode: tensor[0].nbytes: ...").
 OutFrame prepare_frame(const Message& m);
 
-// Authenticates (and encrypts, by the cipher's protection) the prepared frame of `m`: the next
-// frame of `tx`'s direction. (A connection seals as it writes instead: Connection::send.)
-void seal_frame(OutFrame& f, const Message& m, FrameCipher& tx);
-
 // Calls fn for every byte range after the header, in wire order: meta and desc_0, data_0, desc_1,
 // data_1, ...
 void for_each_body_piece(const OutFrame& f, const Message& m, const std::function<void(const uint8_t*, size_t)>& fn);
 
-// The whole frame as one string (copies the tensor bytes; for tests and tools).
+// The whole frame as one string, sealed as the next frame of `tx`'s direction (copies the tensor
+// bytes; for tests and tools).
 std::string encode_frame(const Message& m, FrameCipher& tx);
 
 // ---- reading --------------------------------------------------------------------------------
