@@ -183,7 +183,8 @@ int bench_mass_loss(int runs) {
     }
     std::map<std::string, int> per_node;
     for (const char* n : {"us-0", "us-1", "us-2"}) per_node[n] = 0;
-    for (const auto& p : live_workers(env, "spot-lm")) ++per_node[node_of(p)];
+    for (const auto& p : live_workers(env, "spot-lm"))
+      if (per_node.count(node_of(p))) ++per_node[node_of(p)];  // us nodes only
     std::string tainted = "us-0";
     for (const auto& [n, c] : per_node)
       if (c < per_node[tainted]) tainted = n;
