@@ -63,8 +63,10 @@ struct LocalCommand {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--max-seconds", local.max_seconds, "stop training after S seconds")->check(CLI::PositiveNumber);
     cmd->add_option("--summary", local.summary_path, "write the run's summary JSON here");
-    cmd->add_option("--baseline", local.baseline, "train in one process instead: single-process")
-        ->check(CLI::IsMember({"single-process"}));
+    cmd->add_option("--baseline", local.baseline,
+                    "train a reference instead: single-process (one process, no network), or gpipe (the same "
+                    "processes, one fixed worker per stage, a synchronous GPipe schedule, no failover)")
+        ->check(CLI::IsMember({"single-process", "gpipe"}));
     cmd->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
     cmd->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
     cmd->add_option("--preempt-every", local.preempt_every, "kill a random worker every DURATION seconds")
@@ -206,6 +208,9 @@ struct TrainerCommand {
     cmd->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
     cmd->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");
     cmd->add_option("--metrics-bind", trainer.metrics_bind, "host:port of /metrics")->capture_default_str();
+    cmd->add_flag("--gpipe", trainer.gpipe,
+                  "the synchronous baseline: each step's microbatches all in flight, a flush before the next step, "
+                  "no failover (run with one worker per stage)");
   }
 
   int run() {

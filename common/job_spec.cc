@@ -32,8 +32,8 @@ struct Spelling {
 
 constexpr Spelling<Transport> kTransports[] = {{Transport::Authenticated, "authenticated"},
                                                {Transport::Encrypted, "encrypted"}};
-constexpr Spelling<Compression> kCompressions[] = {{Compression::None, "none"},
-                                                   {Compression::Blockwise8, "blockwise8"}};
+constexpr Spelling<Compression> kCompressions[] = {
+    {Compression::None, "none"}, {Compression::Fp16, "fp16"}, {Compression::Blockwise8, "blockwise8"}};
 constexpr Spelling<OptimizerKind> kOptimizers[] = {{OptimizerKind::AdamW, "adamw"},
                                                    {OptimizerKind::Lamb, "lamb"}};
 constexpr Spelling<ScheduleKind> kSchedules[] = {{ScheduleKind::Constant, "constant"},
@@ -105,7 +105,10 @@ bool operator==(const ModelSpec& a, const ModelSpec& b) {
                   b.mlp_ratio, b.shared_layers);
 }
 bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
-  return a.stages == b.stages && a.compression == b.compression;
+  return a.stages == b.stages && a.compression == b.compression && a.block_size == b.block_size;
+}
+bool operator==(const AveragingSpec& a, const AveragingSpec& b) {
+  return a.compression == b.compression && a.block_size == b.block_size;
 }
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) { return a.path == b.path; }
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b) {
@@ -154,9 +157,9 @@ bool operator==(const CheckpointSpec& a, const CheckpointSpec& b) {
   return std::tie(a.path, a.every_steps, a.keep) == std::tie(b.path, b.every_steps, b.keep);
 }
 bool operator==(const JobSpec& a, const JobSpec& b) {
-  return std::tie(a.api_version, a.kind, a.name, a.namespace_, a.model, a.pipeline, a.training,
+  return std::tie(a.api_version, a.kind, a.name, a.namespace_, a.model, a.pipeline, a.averaging, a.training,
                   a.workers, a.trainers, a.timeouts, a.secret, a.rebalancing, a.checkpoint, a.security) ==
-         std::tie(b.api_version, b.kind, b.name, b.namespace_, b.model, b.pipeline, b.training,
+         std::tie(b.api_version, b.kind, b.name, b.namespace_, b.model, b.pipeline, b.averaging, b.training,
                   b.workers, b.trainers, b.timeouts, b.secret, b.rebalancing, b.checkpoint, b.security);
 }
 

@@ -10,7 +10,8 @@
 //   kind: SwarmJob                             (required)
 //   metadata: {name: tiny-lm, namespace: default}  (name required; labels, annotations and the
 //                                                    fields Kubernetes adds are accepted, ignored)
-//   spec: {model, pipeline, training, workers, trainers, timeouts, secret}   (all optional)
+//   spec: {model, pipeline, averaging, training, workers, trainers, timeouts, secret, rebalancing,
+//          checkpoint, security}   (all optional)
 //   status: ...                                (ignored)
 //
 // Parsing is strict: unknown fields, wrong types and out-of-range values are errors. All problems
@@ -32,10 +33,12 @@ inline constexpr const char* kSwarmJobKind = "SwarmJob";
 // metadata.name is at most this long: pod and service names append suffixes to it.
 inline constexpr std::size_t kMaxJobNameLength = 40;
 
-// How activations and gradients travel between stages.
+// How float tensors travel: activations and their gradients between stages (spec.pipeline), the
+// gradients a stage's peers average (spec.averaging).
 enum class Compression {
   None,        // "none": float32 as computed
-  Blockwise8,  // "blockwise8": 8-bit blockwise quantization
+  Fp16,        // "fp16": IEEE half precision (2 bytes a value)
+  Blockwise8,  // "blockwise8": int8 codes with a float32 absmax scale per block (worker/net/blockwise8.h)
 };
 
 // How the data plane protects its frames (worker/net/session.h).
@@ -71,7 +74,14 @@ struct ModelSpec {
 // spec.pipeline
 struct PipelineSpec {
   std::int64_t stages = 2;                     // stages, 2..64
-  Compression compression = Compression::None;  // compression: none | blockwise8
+  Compression compression = Compression::None;  // compression: none | fp16 | blockwise8
+  std::int64_t block_size = 4096;              // blockSize: values per blockwise8 block, 16..65535
+};
+
+// spec.averaging: how a stage's peers send the gradients they average.
+struct AveragingSpec {
+  Compression compression = Compression::None;  // compression: none | fp16 | blockwise8
+  std::int64_t block_size = 4096;              // blockSize: values per blockwise8 block, 16..65535
 };
 
 // spec.training.dataset
@@ -196,6 +206,7 @@ struct JobSpec {
   std::string namespace_ = "default";             // metadata.namespace: DNS-1123 label
   ModelSpec model;                                // spec.model
   PipelineSpec pipeline;                          // spec.pipeline
+  AveragingSpec averaging;                        // spec.averaging
   TrainingSpec training;                          // spec.training
   WorkersSpec workers;                            // spec.workers
   TrainersSpec trainers;                          // spec.trainers
@@ -270,6 +281,7 @@ bool is_dns1123_subdomain(std::string_view s);
 // Member-wise equality.
 bool operator==(const ModelSpec& a, const ModelSpec& b);
 bool operator==(const PipelineSpec& a, const PipelineSpec& b);
+bool operator==(const AveragingSpec& a, const AveragingSpec& b);
 bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);

@@ -304,7 +304,15 @@ void decode_model(Reader& spec, ModelSpec& m) {
 void decode_pipeline(Reader& spec, JobSpec& out) {
   Reader r = spec.object("pipeline");
   r.get("stages", out.pipeline.stages);
-  r.get_enum("compression", out.pipeline.compression, parse_compression, "none, blockwise8");
+  r.get_enum("compression", out.pipeline.compression, parse_compression, "none, fp16, blockwise8");
+  r.get("blockSize", out.pipeline.block_size);
+  r.finish();
+}
+
+void decode_averaging(Reader& spec, AveragingSpec& out) {
+  Reader r = spec.object("averaging");
+  r.get_enum("compression", out.compression, parse_compression, "none, fp16, blockwise8");
+  r.get("blockSize", out.block_size);
   r.finish();
 }
 
@@ -385,6 +393,7 @@ void decode_spec(Reader& root, JobSpec& out) {
   Reader spec = root.object("spec");
   decode_model(spec, out.model);
   decode_pipeline(spec, out);
+  decode_averaging(spec, out.averaging);
   decode_training(spec, out.training);
   decode_workers(spec, out);
   decode_trainers(spec, out);
@@ -434,7 +443,10 @@ nlohmann::json to_json(const JobSpec& s) {
         {"mlpRatio", s.model.mlp_ratio},
         {"sharedLayers", s.model.shared_layers}}},
       {"pipeline",
-       {{"stages", s.pipeline.stages}, {"compression", to_string(s.pipeline.compression)}}},
+       {{"stages", s.pipeline.stages},
+        {"compression", to_string(s.pipeline.compression)},
+        {"blockSize", s.pipeline.block_size}}},
+      {"averaging", {{"compression", to_string(s.averaging.compression)}, {"blockSize", s.averaging.block_size}}},
       {"training",
        {{"globalBatch", t.global_batch},
         {"microbatch", t.microbatch},

@@ -117,8 +117,8 @@ TEST(JobSpec, OmittedSectionsAndFieldsTakeDefaults) {
 
 TEST(JobSpec, ParsesEveryValueSpelling) {
   JobSpec spec = parse_job_spec(manifest(
-      "{model: {sharedLayers: true, mlpRatio: 2}, pipeline: {stages: 4, compression: blockwise8},"
-      " training: {seed: 18446744073709551615, optimizer: {name: lamb, learningRate: 1e-3,"
+      "{model: {sharedLayers: true, mlpRatio: 2}, pipeline: {stages: 4, compression: blockwise8, blockSize: 256},"
+      " averaging: {compression: fp16, blockSize: 65535}, training: {seed: 18446744073709551615, optimizer: {name: lamb, learningRate: 1e-3,"
       " betas: [0, .5]}, schedule: {kind: linear, warmupSteps: 0}, globalBatch: 0x40},"
       " workers: {device: cuda, precision: bf16, threads: 0o10}, timeouts: {connectSeconds: 0.5},"
       " secret: {env: MY_SECRET, secretRef: {name: swarm.secrets, key: hmac.key}}}"));
@@ -126,6 +126,9 @@ TEST(JobSpec, ParsesEveryValueSpelling) {
   EXPECT_EQ(spec.model.mlp_ratio, 2);
   EXPECT_EQ(spec.pipeline.stages, 4);
   EXPECT_EQ(spec.pipeline.compression, Compression::Blockwise8);
+  EXPECT_EQ(spec.pipeline.block_size, 256);
+  EXPECT_EQ(spec.averaging.compression, Compression::Fp16);
+  EXPECT_EQ(spec.averaging.block_size, 65535);
   EXPECT_EQ(spec.training.seed, 18446744073709551615ull);
   EXPECT_EQ(spec.training.optimizer.name, OptimizerKind::Lamb);
   EXPECT_DOUBLE_EQ(spec.training.optimizer.learning_rate, 1e-3);
@@ -179,8 +182,11 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
   const std::vector<BadCase> cases = {
       {"{pipeline: {stages: 0}}", "spec.pipeline.stages: must be >= 2, got 0"},
       {"{pipeline: {stages: 65}}", "spec.pipeline.stages: must be <= 64, got 65"},
+      {"{pipeline: {blockSize: 8}}", "spec.pipeline.blockSize: must be >= 16, got 8"},
+      {"{averaging: {blockSize: 65536}}", "spec.averaging.blockSize: must be <= 65535, got 65536"},
+      {"{averaging: {compression: int4}}", "spec.averaging.compression: must be one of none, fp16, blockwise8, got \"int4\""},
       {"{pipeline: {compression: zstd}}",
-       "spec.pipeline.compression: must be one of none, blockwise8, got \"zstd\""},
+       "spec.pipeline.compression: must be one of none, fp16, blockwise8, got \"zstd\""},
       {"{model: {vocabSize: 1}}", "spec.model.vocabSize: must be >= 2, got 1"},
       {"{model: {vocabSize: 1000001}}", "spec.model.vocabSize: must be <= 1000000, got 1000001"},
       {"{model: {hiddenSize: 4, numHeads: 1}}", "spec.model.hiddenSize: must be >= 8, got 4"},
@@ -363,7 +369,7 @@ TEST(JobSpec, UnknownFieldsAreErrorsThatListTheAllowedOnes) {
               ElementsAre(HasSubstr("spec.training.schedule.minLearningRatio: unknown field (did "
                                     "you mean minLearningRateRatio?)")));
   EXPECT_THAT(errors_of(manifest("{optimiser: {}}")),
-              ElementsAre(HasSubstr("spec.optimiser: unknown field; allowed: model, pipeline, "
+              ElementsAre(HasSubstr("spec.optimiser: unknown field; allowed: model, pipeline, averaging, "
                                     "training, workers, trainers, timeouts, secret")));
   EXPECT_THAT(errors_of(kHeader + "specs: {}\n"),
               ElementsAre(HasSubstr("specs: unknown field (did you mean spec?); allowed: "

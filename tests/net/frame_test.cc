@@ -12,6 +12,7 @@
 #include "worker/net/frame.h"
 #include "worker/net/message.h"
 #include "tests/net/fixed_sessions.h"
+#include "tests/net/raw_frame.h"
 
 namespace net = swarm::net;
 using net::DType;
@@ -22,6 +23,9 @@ using net::testing::client_session;
 using net::testing::hello;
 using net::testing::kSecret;
 using net::testing::server_session;
+using net::testing::Raw;
+using net::testing::decode;
+using net::testing::expect_reject;
 
 // The first frame of a fresh connection.
 std::string encode(const net::Message& m, net::Protection p = net::Protection::Authenticated) {
@@ -55,83 +59,6 @@ net::Message sample() {
   return m;
 }
 
-template <class T>
-void put(std::string& s, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) s += static_cast<char>(static_cast<uint64_t>(v) >> (8 * i));
-}
-
-// Builds frames field by field, malformed ones included, with a correct tag (authenticated, the
-// first frame of client_session()).
-struct Raw {
-  struct Desc {
-    uint8_t dtype;
-    uint8_t ndim;  // may disagree with dims.size() on purpose
-    std::vector<int64_t> dims;
-    uint64_t nbytes;
-    std::string data;
-  };
-  uint32_t magic = net::kMagic;
-  uint16_t version = 2;
-  uint16_t type = net::Forward;
-  uint64_t request_id = 5;
-  std::string meta = "{}";
-  int64_t meta_len = -1;   // -1: meta.size()
-  int64_t n_tensors = -1;  // -1: descs.size()
-  int64_t body_len = -1;   // -1: computed
-  std::vector<Desc> descs;
-
-  void add(DType dt, std::vector<int64_t> dims) {
-    uint64_t n = 0;
-    net::checked_nbytes(dt, dims.data(), dims.size(), &n);
-    descs.push_back({static_cast<uint8_t>(dt), static_cast<uint8_t>(dims.size()), dims, n, std::string(n, 'x')});
-  }
-
-  std::string build(const std::string& secret = kSecret) const {
-    std::string body;
-    for (const Desc& d : descs) {
-      std::string ds;
-      ds += static_cast<char>(d.dtype);
-      ds += static_cast<char>(d.ndim);
-      ds.append(6, '\0');
-      for (int64_t x : d.dims) put<int64_t>(ds, x);
-      put<uint64_t>(ds, d.nbytes);
-      body += ds + d.data;
-    }
-    std::string h;
-    put<uint32_t>(h, magic);
-    put<uint16_t>(h, version);
-    put<uint16_t>(h, type);
-    put<uint64_t>(h, request_id);
-    put<uint32_t>(h, static_cast<uint32_t>(meta_len < 0 ? meta.size() : meta_len));
-    put<uint32_t>(h, static_cast<uint32_t>(n_tensors < 0 ? descs.size() : n_tensors));
-    put<uint64_t>(h, body_len < 0 ? body.size() : static_cast<uint64_t>(body_len));
-    h.append(8, '\0');
-    auto session = client_session(net::Protection::Authenticated, secret);
-    session.tx->begin_seal(reinterpret_cast<const uint8_t*>(h.data()));
-    const std::string rest = meta + body;
-    session.tx->update(rest.data(), nullptr, rest.size());
-    const auto tag = session.tx->finish_seal();
-    return h + rest + std::string(tag.begin(), tag.end());
-  }
-};
-
-net::Message decode(const std::string& f, const net::Limits& lim = {}, const std::string& secret = kSecret,
-                    net::Protection p = net::Protection::Authenticated) {
-  auto s = server_session(p, secret);
-  return net::decode_frame(reinterpret_cast<const uint8_t*>(f.data()), f.size(), *s.rx, lim);
-}
-
-// Decoding must fail with a WireError whose message contains `expect`.
-void expect_reject(const std::string& frame, const std::string& expect, const net::Limits& lim = {},
-                   const std::string& secret = kSecret) {
-  try {
-    decode(frame, lim, secret);
-    ADD_FAILURE() << "decoded, expected error containing: " << expect;
-  } catch (const net::WireError& e) {
-    EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << "got: " << e.what();
-  }
-}
-
 }  // namespace
 
 TEST(DType, SizesAndNames) {
@@ -141,7 +68,10 @@ TEST(DType, SizesAndNames) {
     EXPECT_EQ(static_cast<int>(kAllDTypes[i]), static_cast<int>(i + 1));
   }
   EXPECT_STREQ(net::dtype_name(DType::BFloat16), "bfloat16");
-  EXPECT_EQ(net::dtype_size(static_cast<DType>(9)), 0u);
+  EXPECT_EQ(net::dtype_size(DType::Blockwise8), 1u);  // its codes; the scales come per block
+  EXPECT_STREQ(net::dtype_name(DType::Blockwise8), "blockwise8");
+  EXPECT_EQ(static_cast<int>(DType::Blockwise8), 9);
+  EXPECT_EQ(net::dtype_size(static_cast<DType>(10)), 0u);
   EXPECT_STREQ(net::dtype_name(static_cast<DType>(0)), "unknown");
 }
 
@@ -384,8 +314,8 @@ TEST(Frame, RejectsBadHeader) {
 TEST(Frame, RejectsBadDescriptors) {
   Raw r;
   r.add(DType::Float32, {2});
-  r.descs[0].dtype = 9;
-  expect_reject(r.build(), "tensor[0].dtype: 9 is not a known dtype");
+  r.descs[0].dtype = 10;
+  expect_reject(r.build(), "tensor[0].dtype: 10 is not a known dtype");
   r.descs[0].dtype = 0;
   expect_reject(r.build(), "tensor[0].dtype: 0 is not a known dtype");
 

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstring>
+#include <limits>
+
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/net/client.h"
 #include "worker/net/errors.h"
@@ -131,6 +134,21 @@ TEST_F(WorkerProtocol, MalformedRequestsGetNamedErrorsAndTheWorkerKeepsServing) 
     m.tensors.push_back(to_wire(h));
     EXPECT_NE(error_of(*stage1_, std::move(m)).find("input: contains NaN or infinity"), std::string::npos);
   }
+  {
+    auto m = make_message(net::Forward, {{"mb", "x"}, {"stage", 1}, {"samples", 4}});
+    m.tensors.push_back(to_wire(torch::zeros({4, 16, 32}, torch::kInt8)));
+    EXPECT_NE(error_of(*stage1_, std::move(m)).find("input: expected float32, float16, bfloat16 or blockwise8 activations, got int8"),
+              std::string::npos);
+  }
+  {  // a blockwise8 activation whose second block's scale is NaN: refused naming the block
+    auto m = make_message(net::Forward, {{"mb", "x"}, {"stage", 1}, {"samples", 4}});
+    auto w = runtime::encode_float(torch::ones({4, 16, 32}), {Compression::Blockwise8, 256}, "h");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(w.data + 4, &nan, 4);
+    m.tensors.push_back(w);
+    EXPECT_NE(error_of(*stage1_, std::move(m)).find("input.scales[1]: nan is not a finite non-negative scale"),
+              std::string::npos);
+  }
   // Still serving, nothing accumulated from the rejected requests.
   EXPECT_EQ(forward0(tokens(), "t/ok").type, net::ForwardReply);
   EXPECT_EQ(swarm_->workers[0]->status().activations, 1);
@@ -197,6 +215,23 @@ TEST_F(WorkerProtocol, LastStageReturnsLossAndInputGradient) {
   ASSERT_EQ(reply.tensors.size(), 1u);
   EXPECT_EQ(reply.tensors[0].shape, (std::vector<int64_t>{4, 16, 32}));
   EXPECT_EQ(swarm_->workers[1]->status().samples_in_step, 4);
+}
+
+// Activations may come as float32, fp16 or blockwise8 (spec.pipeline.compression of the stage that
+// sent them): the last stage's loss on the same hidden states agrees within the codes' error.
+TEST_F(WorkerProtocol, CompressedActivationsGiveTheSameLoss) {
+  const auto h = torch::randn({4, 16, 32});
+  const auto targets = tokens();
+  auto loss_of = [&](const runtime::WireCodec& codec) {
+    auto fb = make_message(net::ForwardBackward, {{"mb", "t/eval"}, {"stage", 1}, {"samples", 4}, {"eval", true}});
+    fb.tensors.push_back(runtime::encode_float(h, codec, "h"));
+    fb.tensors.push_back(to_wire(targets));
+    return runtime::parse_meta(stage1_->call(std::move(fb), std::chrono::seconds(10))).at("loss").get<double>();
+  };
+  const double exact = loss_of({Compression::None, 4096});
+  EXPECT_NEAR(loss_of({Compression::Fp16, 4096}), exact, 1e-3 * exact);
+  EXPECT_NEAR(loss_of({Compression::Blockwise8, 4096}), exact, 1e-2 * exact);
+  EXPECT_NEAR(loss_of({Compression::Blockwise8, 16}), exact, 1e-2 * exact);
 }
 
 // A forward that waits in the queue past its caller's timeout is answered with an error instead of

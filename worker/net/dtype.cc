@@ -12,6 +12,7 @@ size_t dtype_size(DType t) {
     case DType::UInt8: return 1;
     case DType::Float64: return 8;
     case DType::Int8: return 1;
+    case DType::Blockwise8: return 1;
   }
   return 0;
 }
@@ -26,15 +27,16 @@ const char* dtype_name(DType t) {
     case DType::UInt8: return "uint8";
     case DType::Float64: return "float64";
     case DType::Int8: return "int8";
+    case DType::Blockwise8: return "blockwise8";
   }
   return "unknown";
 }
 
 bool dtype_known(uint8_t raw) { return dtype_size(static_cast<DType>(raw)) != 0; }
 
-bool checked_nbytes(DType t, const int64_t* dims, size_t ndim, uint64_t* out) {
+bool checked_nbytes(DType t, const int64_t* dims, size_t ndim, uint64_t* out, uint32_t block) {
   uint64_t n = dtype_size(t);
-  if (n == 0) return false;
+  if (n == 0 || (t == DType::Blockwise8 && block == 0)) return false;
   bool zero = false;
   for (size_t i = 0; i < ndim; ++i) {
     if (dims[i] < 0) return false;
@@ -46,6 +48,10 @@ bool checked_nbytes(DType t, const int64_t* dims, size_t ndim, uint64_t* out) {
   }
   for (size_t i = 0; i < ndim; ++i) {
     if (__builtin_mul_overflow(n, static_cast<uint64_t>(dims[i]), &n)) return false;
+  }
+  if (t == DType::Blockwise8) {  // n is the element count: add a float32 scale per block
+    const uint64_t blocks = n / block + (n % block != 0);
+    if (__builtin_add_overflow(n, 4 * blocks, &n)) return false;
   }
   *out = n;
   return true;

@@ -15,17 +15,21 @@ enum class DType : uint8_t {
   UInt8 = 6,
   Float64 = 7,
   Int8 = 8,
+  Blockwise8 = 9,  // float32 values sent as int8 codes with a scale per block (blockwise8.h)
 };
 
-// Bytes per element; 0 for a value that is not a known DType.
+// Bytes per element; 0 for a value that is not a known DType. Blockwise8: 1 (its code; each block
+// adds a 4-byte scale, see checked_nbytes).
 size_t dtype_size(DType t);
 // "float32", "float16", ...; "unknown" for a value that is not a known DType.
 const char* dtype_name(DType t);
 // True when `raw` is the value of a known DType.
 bool dtype_known(uint8_t raw);
 
-// numel(dims) * dtype_size(t) into *out; false when t is unknown, a dim is negative, or the
-// element count or the byte count overflows uint64.
-bool checked_nbytes(DType t, const int64_t* dims, size_t ndim, uint64_t* out);
+// The bytes of a tensor of shape dims into *out: numel(dims) * dtype_size(t), and for Blockwise8
+// 4 * ceil(numel / block) more (its scales); false when t is unknown, a dim is negative, the
+// element count or the byte count overflows uint64, or block is 0 for Blockwise8 (`block` is
+// ignored for every other dtype).
+bool checked_nbytes(DType t, const int64_t* dims, size_t ndim, uint64_t* out, uint32_t block = 0);
 
 }  // namespace swarm::net

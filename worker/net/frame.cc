@@ -41,23 +41,27 @@ std::string shape_text(const int64_t* dims, size_t ndim) {
 
 // Checks one tensor's dtype/shape/nbytes; `field` is "tensor[i]" (with "encode: " when writing).
 uint64_t check_tensor(const std::string& field, uint8_t raw_dtype, const int64_t* dims,
-                      size_t ndim, uint64_t nbytes) {
+                      size_t ndim, uint64_t nbytes, uint32_t block) {
   if (!dtype_known(raw_dtype)) {
     fail(field + ".dtype", std::to_string(raw_dtype) + " is not a known dtype");
   }
   DType dt = static_cast<DType>(raw_dtype);
+  if (dt == DType::Blockwise8 ? block == 0 || block > 0xffff : block != 0) {
+    fail(field + ".block", std::to_string(block) + (dt == DType::Blockwise8 ? " is not a block size in [1, 65535]"
+                                                                            : std::string(" must be 0 for ") + dtype_name(dt)));
+  }
   for (size_t d = 0; d < ndim; ++d) {
     if (dims[d] < 0) fail(field + ".dims[" + std::to_string(d) + "]", std::to_string(dims[d]) + " is negative");
   }
   uint64_t expect = 0;
-  if (!checked_nbytes(dt, dims, ndim, &expect)) {
+  if (!checked_nbytes(dt, dims, ndim, &expect, block)) {
     fail(field + ".shape", shape_text(dims, ndim) + " x " + std::to_string(dtype_size(dt)) +
                                " bytes overflows 64 bits");
   }
   if (expect != nbytes) {
-    fail(field + ".nbytes", std::to_string(nbytes) + " does not match shape " +
-                                shape_text(dims, ndim) + " of " + dtype_name(dt) + " (" +
-                                std::to_string(expect) + " bytes)");
+    fail(field + ".nbytes", std::to_string(nbytes) + " does not match shape " + shape_text(dims, ndim) + " of " +
+                                dtype_name(dt) + (dt == DType::Blockwise8 ? " in blocks of " + std::to_string(block) : "") +
+                                " (" + std::to_string(expect) + " bytes)");
   }
   return expect;
 }
@@ -163,7 +167,7 @@ OutFrame prepare_frame(const Message& m) {
     if (t.shape.size() > kMaxWireNdim) {
       fail(field + ".ndim", std::to_string(t.shape.size()) + " exceeds the wire maximum 255");
     }
-    check_tensor(field, static_cast<uint8_t>(t.dtype), t.shape.data(), t.shape.size(), t.nbytes);
+    check_tensor(field, static_cast<uint8_t>(t.dtype), t.shape.data(), t.shape.size(), t.nbytes, t.block);
     if (t.data == nullptr && t.nbytes != 0) fail(field + ".data", "null pointer");
     head_len += desc_bytes(t.shape.size());
     body += desc_bytes(t.shape.size()) + t.nbytes;
@@ -187,6 +191,7 @@ OutFrame prepare_frame(const Message& m) {
     std::memset(d, 0, kDescFixedBytes);
     d[0] = static_cast<uint8_t>(t.dtype);
     d[1] = static_cast<uint8_t>(t.shape.size());
+    put<uint16_t>(d + 2, static_cast<uint16_t>(t.block));
     for (size_t k = 0; k < t.shape.size(); ++k) put<uint64_t>(d + 8 + 8 * k, static_cast<uint64_t>(t.shape[k]));
     put<uint64_t>(d + 8 + 8 * t.shape.size(), t.nbytes);
     pos += desc_bytes(t.shape.size());
@@ -252,6 +257,7 @@ Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& lim, FrameHea
     open(desc, kDescFixedBytes);
     uint8_t raw_dtype = desc[0];
     size_t ndim = desc[1];
+    const uint32_t block = get<uint16_t>(desc + 2);
     if (!dtype_known(raw_dtype)) fail(field + ".dtype", std::to_string(raw_dtype) + " is not a known dtype");
     if (ndim > lim.max_ndim) {
       fail(field + ".ndim", std::to_string(ndim) + " exceeds limit " + std::to_string(lim.max_ndim));
@@ -266,7 +272,7 @@ Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& lim, FrameHea
     left -= dlen;
     for (size_t d = 0; d < ndim; ++d) dims[d] = get<int64_t>(desc + 8 + 8 * d);
     uint64_t nbytes = get<uint64_t>(desc + 8 + 8 * ndim);
-    check_tensor(field, raw_dtype, dims, ndim, nbytes);
+    check_tensor(field, raw_dtype, dims, ndim, nbytes, block);
     if (nbytes > lim.max_tensor_bytes) {
       fail(field + ".nbytes", std::to_string(nbytes) + " exceeds limit " + std::to_string(lim.max_tensor_bytes));
     }
@@ -275,7 +281,7 @@ Message read_frame(ByteSource& src, FrameCipher& rx, const Limits& lim, FrameHea
                                   std::to_string(left) + " bytes left)");
     }
     src.will_read(nbytes, i);
-    WireTensor t = WireTensor::allocate(static_cast<DType>(raw_dtype), std::vector<int64_t>(dims, dims + ndim));
+    WireTensor t = WireTensor::allocate(static_cast<DType>(raw_dtype), std::vector<int64_t>(dims, dims + ndim), block);
     // Straight into the tensor's own buffer, a chunk at a time: each chunk is opened (decrypted
     // in place, or authenticated) while it is still in the cache.
     for (uint64_t done = 0; done < t.nbytes;) {

@@ -3,12 +3,14 @@
 //   FrameHeader (40 bytes): u32 magic 'SWRM' | u16 version 2 | u16 type | u64 request_id |
 //                           u32 meta_len | u32 n_tensors | u64 body_len | u8 reserved[8]
 //   meta                    meta_len bytes of JSON
-//   n_tensors x { TensorDesc: u8 dtype | u8 ndim | u16 reserved | u32 reserved2 |
+//   n_tensors x { TensorDesc: u8 dtype | u8 ndim | u16 block | u32 reserved2 |
 //                             i64 dims[ndim] | u64 nbytes ; data[nbytes] }
 //   u8 tag[16]              AES-256-GCM tag over every byte before it (session.h)
 //
 // body_len counts every TensorDesc and every data block. Reserved fields are written as zero and
-// ignored when read. Frames travel inside a session (session.h): the header is associated data,
+// ignored when read. `block` is the values per block of a blockwise8 tensor (blockwise8.h: its data
+// is f32 scales[ceil(numel / block)] | i8 codes[numel], and nbytes must be exactly that) and must be
+// 0 for every other dtype. Frames travel inside a session (session.h): the header is associated data,
 // everything after it is encrypted when the job's transport is "encrypted" and associated data
 // when it is "authenticated"; either way a changed byte anywhere fails the tag.
 //
@@ -36,7 +38,7 @@ namespace swarm::net {
 constexpr uint32_t kMagic = 0x4D525753;  // "SWRM" as little-endian bytes
 constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 40;
-constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, reserved, reserved2
+constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, block, reserved2
 constexpr size_t kMaxWireNdim = 255;   // ndim is a u8
 constexpr size_t kChunkBytes = 256 * 1024;  // tensor bytes are sealed and opened this many at a time
 

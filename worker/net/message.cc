@@ -24,12 +24,12 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-uint64_t bytes_or_throw(DType dtype, const std::vector<int64_t>& shape, const char* who) {
+uint64_t bytes_or_throw(DType dtype, const std::vector<int64_t>& shape, uint32_t block, const char* who) {
   uint64_t n = 0;
-  if (!checked_nbytes(dtype, shape.data(), shape.size(), &n)) {
+  if (!checked_nbytes(dtype, shape.data(), shape.size(), &n, block)) {
     throw std::invalid_argument(std::string(who) + ": bad tensor dtype " +
                                 std::to_string(static_cast<int>(dtype)) + " / shape " +
-                                shape_text(shape));
+                                shape_text(shape) + (dtype == DType::Blockwise8 ? " / block " + std::to_string(block) : ""));
   }
   return n;
 }
@@ -42,8 +42,10 @@ int64_t WireTensor::numel() const {
   return n;
 }
 
-WireTensor WireTensor::allocate(DType dtype, std::vector<int64_t> shape) {
-  uint64_t nbytes = bytes_or_throw(dtype, shape, "WireTensor::allocate");
+WireTensor WireTensor::allocate(DType dtype, std::vector<int64_t> shape, uint32_t block) {
+  if (block > 0xffff) throw std::invalid_argument("WireTensor::allocate: block " + std::to_string(block) + " exceeds 65535");
+  if (dtype != DType::Blockwise8) block = 0;
+  uint64_t nbytes = bytes_or_throw(dtype, shape, block, "WireTensor::allocate");
   if (nbytes > SIZE_MAX - 64) throw std::bad_alloc();
   // Round up so the buffer is a whole number of 64-byte lines; never zero bytes, so `data` of a
   // zero-size tensor is still a valid (unused) pointer.
@@ -52,6 +54,7 @@ WireTensor WireTensor::allocate(DType dtype, std::vector<int64_t> shape) {
   WireTensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
+  t.block = block;
   t.data = static_cast<uint8_t*>(p);
   t.nbytes = static_cast<size_t>(nbytes);
   t.owner = std::shared_ptr<void>(p, AlignedFree{});
@@ -60,7 +63,7 @@ WireTensor WireTensor::allocate(DType dtype, std::vector<int64_t> shape) {
 
 WireTensor WireTensor::view(DType dtype, std::vector<int64_t> shape, const void* data,
                             std::shared_ptr<void> keepalive) {
-  uint64_t nbytes = bytes_or_throw(dtype, shape, "WireTensor::view");
+  uint64_t nbytes = bytes_or_throw(dtype, shape, 0, "WireTensor::view");
   if (data == nullptr && nbytes != 0) throw std::invalid_argument("WireTensor::view: null data");
   WireTensor t;
   t.dtype = dtype;

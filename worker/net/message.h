@@ -23,7 +23,8 @@ namespace swarm::net {
 // Copies of a WireTensor share the memory.
 struct WireTensor {
   DType dtype = DType::Float32;
-  std::vector<int64_t> shape;  // empty = 0-dim scalar (one element)
+  std::vector<int64_t> shape;  // empty = 0-dim scalar (one element); blockwise8: the values' shape
+  uint32_t block = 0;          // blockwise8: values per block (blockwise8.h); 0 for every other dtype
   uint8_t* data = nullptr;
   size_t nbytes = 0;
   std::shared_ptr<void> owner;
@@ -31,9 +32,10 @@ struct WireTensor {
   // Product of shape (1 for a 0-dim scalar, 0 when any dim is 0).
   int64_t numel() const;
 
-  // A new, uninitialised, 64-byte aligned buffer of numel(shape) * dtype_size(dtype) bytes.
-  // Throws std::invalid_argument for an unknown dtype, a negative dim or a size that overflows.
-  static WireTensor allocate(DType dtype, std::vector<int64_t> shape);
+  // A new, uninitialised, 64-byte aligned buffer of numel(shape) * dtype_size(dtype) bytes (for
+  // Blockwise8 with its scales: checked_nbytes). Throws std::invalid_argument for an unknown dtype,
+  // a negative dim, a size that overflows, or a Blockwise8 block outside [1, 65535].
+  static WireTensor allocate(DType dtype, std::vector<int64_t> shape, uint32_t block = 0);
 
   // Wraps caller memory (at least numel(shape) * dtype_size(dtype) bytes) without copying;
   // `keepalive` must keep it valid for as long as the WireTensor (or a copy) lives.

@@ -136,7 +136,6 @@ void thin_loss_curve(TrainerReport& report) {
 
 TrainerReport run_single_process(const JobSpec& spec, const BaselineOptions& options,
                                  const std::atomic<bool>& stop) {
-  check_runtime_support(spec);
   const int threads = options.threads > 0 ? options.threads
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(threads);

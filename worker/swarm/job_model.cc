@@ -53,10 +53,4 @@ std::vector<double> stage_costs(const JobSpec& spec) {
 
 uint64_t stage_seed(const JobSpec& spec) { return spec.training.seed; }
 
-void check_runtime_support(const JobSpec& spec) {
-  if (spec.pipeline.compression != Compression::None)
-    throw std::invalid_argument(
-        "spec.pipeline.compression: blockwise8 is not available in this release, use none");
-}
-
 }  // namespace swarm::runtime

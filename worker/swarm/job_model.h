@@ -20,7 +20,4 @@ uint64_t stage_seed(const JobSpec& spec);
 // rebalancer's estimate of a moved peer's speed on its new stage.
 std::vector<double> stage_costs(const JobSpec& spec);
 
-// Throws std::invalid_argument for spec settings this build cannot run, naming the field.
-void check_runtime_support(const JobSpec& spec);
-
 }  // namespace swarm::runtime

@@ -301,13 +301,15 @@ void LocalRun::start_workers() {
 }
 
 void LocalRun::start_trainers() {
-  for (int t = 0; t < spec_.trainers.count; ++t) {
+  const bool gpipe = o_.baseline == "gpipe";  // one trainer drives the synchronous schedule
+  for (int t = 0; t < (gpipe ? 1 : spec_.trainers.count); ++t) {
     const std::string id = "trainer" + std::to_string(t);
     reports_.push_back(dir_ + "/" + id + ".json");
     std::vector<std::string> args = {"trainer", "--job", o_.job_path, "--index", std::to_string(t), "--peer-id", id,
                                      "--registry", registry_url_, "--report", reports_.back(), "--steps",
                                      std::to_string(max_steps_)};
     if (o_.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o_.max_seconds)});
+    if (gpipe) args.push_back("--gpipe");
     start({"trainer " + id, "trainer", -1, id + ".log", {}}, args);
   }
 }
@@ -522,7 +524,7 @@ int LocalRun::finish() {
 // The merged report plus what happened to the swarm during the run (elasticity accounting) and
 // the registry's event counts.
 nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json stats) {
-  auto summary = make_summary(report, "swarm", now_seconds() - started_);
+  auto summary = make_summary(report, o_.baseline.empty() ? "swarm" : o_.baseline, now_seconds() - started_);
   summary["logs"] = dir_;
   summary["preemptions"] = preemptions_->preemptions();
   double empty_total = 0;
@@ -580,8 +582,13 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
   const double started = now_seconds();
   if (o.baseline == "single-process") return run_local_baseline(o, spec, max_steps, started, stop);
+  if (o.baseline == "gpipe") {  // the same processes, one fixed worker per stage, the GPipe schedule
+    LocalOptions g = o;
+    g.workers_per_stage.assign(static_cast<size_t>(spec.pipeline.stages), 1);
+    return LocalRun(g, spec, stop, max_steps, started).run();
+  }
   if (!o.baseline.empty())
-    throw std::invalid_argument("--baseline: must be single-process, got \"" + o.baseline + "\"");
+    throw std::invalid_argument("--baseline: must be single-process or gpipe, got \"" + o.baseline + "\"");
   return LocalRun(o, spec, stop, max_steps, started).run();
 }
 

@@ -18,7 +18,7 @@ struct LocalOptions {
   int64_t steps = 0;             // 0 = spec.training.maxSteps
   double max_seconds = 0;        // 0 = no limit
   std::string summary_path;      // "" = none
-  std::string baseline;          // "" or "single-process"
+  std::string baseline;          // "", "single-process" or "gpipe"
   std::string log_dir;           // "" = a fresh temporary folder
   int threads_per_worker = 0;    // 0 = spec.workers.threads, or cores / workers when that is 0
   bool progress = true;          // live progress line on stdout

@@ -254,7 +254,11 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
     std::vector<std::string> ids;
     for (const auto& m : group.members) ids.push_back(m.peer_id);
     const auto result = inbox.gather(key, ids, flat, samples, deadline);
-    flat = result->average;
+    // What the members decode from the reply (encoding is deterministic), so every peer of the
+    // stage steps with the same bytes whatever spec.averaging.compression is.
+    flat = averaging_codec(opt.spec).compression == Compression::None
+               ? result->average
+               : decode_float(encode_float(result->average, averaging_codec(opt.spec), "average"), "average");
     samples = result->samples;
     members = result->members;
     return StepOutcome::Averaged;
@@ -264,12 +268,12 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   net::Client client(leader.host, static_cast<uint16_t>(leader.port), opt.secret, client_options);
   auto push = make_message(net::AveragePush, {{"stage", stage.load()}, {"step", r}, {"attempt", attempt},
                                               {"samples", samples}, {"peer", opt.peer_id}});
-  push.tensors.push_back(to_wire(flat));
+  push.tensors.push_back(encode_float(flat, averaging_codec(opt.spec), "gradient"));
   auto reply = client.call(std::move(push), to_ms(std::max(1.0, deadline - now_seconds())));
   if (reply.type != net::AverageReply || reply.tensors.size() != 1)
     throw std::runtime_error("leader " + leader.peer_id + " sent an unexpected reply");
   auto meta = parse_meta(reply);
-  auto sum = from_wire(reply.tensors[0]);
+  auto sum = decode_float(reply.tensors[0], "leader's average");
   if (sum.numel() != flat.numel()) throw std::runtime_error("leader's gradient has the wrong size");
   flat = sum.clone();
   samples = meta_int(meta, "samples");
@@ -287,15 +291,15 @@ net::Message StageServer::Impl::handle_average_push(net::Message&& request) {
   const int attempt = static_cast<int>(meta_int(meta, "attempt"));
   const int64_t samples = meta_int(meta, "samples");
   if (samples < 0) throw std::invalid_argument("meta.samples: must be >= 0, got " + std::to_string(samples));
-  if (request.tensors.size() != 1 || request.tensors[0].dtype != net::DType::Float32)
-    throw std::invalid_argument("average: expected one float32 gradient tensor");
-  Contribution c{meta_string(meta, "peer"), samples, from_wire(request.tensors[0])};
+  if (request.tensors.size() != 1)
+    throw std::invalid_argument("average: expected one gradient tensor, got " + std::to_string(request.tensors.size()));
+  Contribution c{meta_string(meta, "peer"), samples, decode_float(request.tensors[0], "gradient")};
   // A push that arrives after the leader closed the step still gets the step's result, so the
   // late member steps with the same update as everyone else (its own gradient is then lost).
   const auto result = inbox.contribute(std::make_pair(r, attempt), std::move(c), r < step.load(),
                                        opt.spec.timeouts.averaging_seconds);
   auto reply = make_message(net::AverageReply, {{"samples", result->samples}, {"members", result->members}});
-  reply.tensors.push_back(to_wire(result->average));
+  reply.tensors.push_back(encode_float(result->average, averaging_codec(opt.spec), "average"));
   return reply;
 }
 

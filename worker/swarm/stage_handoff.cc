@@ -1,7 +1,7 @@
 // How a leaving worker gives the gradient it holds to its stage (stage_membership.cc, "Leave"):
 // the sender (handoff_gradients) offers it to the stage's other peers until one takes it; the
-// receiver (do_handoff) adds it to its own while the step is open. A gradient nobody takes is
-// counted as lost samples by the sender.
+// receiver (do_handoff) adds it to its own open step when it is of that step or at most
+// kHandoffMaxLag steps older. A gradient nobody takes is counted as lost samples by the sender.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,6 +13,8 @@
 
 namespace swarm::runtime {
 namespace {
+
+constexpr int64_t kHandoffMaxLag = 4;  // steps a handed-off gradient may be behind its taker
 
 bool serving(const planner::PeerRecord& p) { return planner::routable(p.state); }
 
@@ -88,9 +90,9 @@ bool StageServer::Impl::handoff_gradients() {
         spdlog::warn("worker {}: hand-off to {} failed: {}", opt.peer_id, p.peer_id, e.what());
       }
     }
-    // The stage's step closed without this gradient (every taker has moved on): no later try helps.
+    // Every taker is too far ahead for this gradient: no later try helps.
     if (refused_closed && std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
-          return p.peer_id != opt.peer_id && serving(p) && p.step == mine;
+          return p.peer_id != opt.peer_id && serving(p) && p.step >= mine && p.step <= mine + kHandoffMaxLag;
         }))
       break;
   }
@@ -106,7 +108,10 @@ net::Message StageServer::Impl::do_handoff(Task& task) {
   if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
   if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
-  if (r != step.load()) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
+  // A gradient of this step, or of one a few steps back: a peer that drains in-flight requests under
+  // load can find the stage a step or three ahead when its turn to hand off comes. Added to this
+  // step, a few optimizer steps stale (as in asynchronous SGD), it is used rather than lost.
+  if (r > step.load() || r < step.load() - kHandoffMaxLag) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
   if (is_leaving()) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   auto flat = from_wire(m.tensors[0]);

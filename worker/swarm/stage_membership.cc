@@ -294,6 +294,9 @@ std::string StageServer::Impl::open_checkpoint_of_job(const CheckpointFile& f, i
 }
 
 void StageServer::Impl::check_behind(const std::vector<planner::PeerRecord>& stage_peers) {
+  // A leaving peer keeps its gradient for the hand-off (a taker accepts one a few steps old)
+  // instead of dropping it in a re-sync it would not serve from anyway.
+  if (is_leaving()) return;
   const int64_t mine = step.load();
   for (const auto& p : stage_peers) {
     if (p.peer_id != opt.peer_id && serving(p) && p.step >= mine + 2) {

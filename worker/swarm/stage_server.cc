@@ -35,8 +35,8 @@ StageServer::Impl::Impl(WorkerOptions o)
     : opt(std::move(o)),
       activations(now_seconds, opt.spec.timeouts.activation_ttl_seconds,
                   static_cast<size_t>(opt.max_activations)) {
-  check_runtime_support(opt.spec);
   model_cfg = model_config(opt.spec);
+  codec = pipeline_codec(opt.spec);
   target_samples = opt.spec.training.global_batch;
   if (opt.stage < -1 || opt.stage >= opt.spec.pipeline.stages)
     throw std::invalid_argument("worker --stage: must be auto or in [0, " +
@@ -231,14 +231,16 @@ torch::Tensor StageServer::Impl::check_input(const net::WireTensor& w, const cha
     if (w.dtype != net::DType::Int64) throw fail(std::string("expected int64 token ids, got ") + net::dtype_name(w.dtype));
     if (w.shape.size() != 2) throw fail("expected shape [batch, seq], got " + shape_str());
   } else {
-    if (w.dtype != net::DType::Float32) throw fail(std::string("expected float32 activations, got ") + net::dtype_name(w.dtype));
+    const auto d = w.dtype;
+    if (d != net::DType::Float32 && d != net::DType::Float16 && d != net::DType::BFloat16 && d != net::DType::Blockwise8)
+      throw fail(std::string("expected float32, float16, bfloat16 or blockwise8 activations, got ") + net::dtype_name(d));
     if (w.shape.size() != 3 || w.shape[2] != model_cfg.hidden_size)
       throw fail("expected shape [batch, seq, " + std::to_string(model_cfg.hidden_size) + "], got " + shape_str());
   }
   if (w.shape[0] != samples) throw fail("batch " + std::to_string(w.shape[0]) + " != meta.samples " + std::to_string(samples));
   if (w.shape[1] < 1 || w.shape[1] > model_cfg.sequence_length)
     throw fail("sequence length must be in [1, " + std::to_string(model_cfg.sequence_length) + "], got " + shape_str());
-  auto t = from_wire(w);
+  auto t = tokens ? from_wire(w) : decode_float(w, what);
   if (tokens) {
     auto lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
     if (lo < 0 || hi >= model_cfg.vocab_size)
@@ -268,8 +270,8 @@ net::Message StageServer::Impl::do_forward(Task& task) {
     activations.put(meta_string(task.meta, "mb"), input, out, samples, step.load());
   }
   auto reply = make_message(net::ForwardReply, {{"step", step.load()}});
-  // Activations travel as float32 (what check_input accepts), whatever the compute precision.
-  reply.tensors.push_back(to_wire(compute->to_host(out, torch::kFloat32)));
+  // Activations travel as spec.pipeline.compression says, whatever the compute precision.
+  reply.tensors.push_back(encode_float(compute->to_host(out, torch::kFloat32), codec, "forward output"));
   return reply;
 }
 
@@ -299,7 +301,7 @@ net::Message StageServer::Impl::do_forward_backward(Task& task) {
   }
   capacity.add_completed(samples);
   auto reply = make_message(net::ForwardBackwardReply, {{"step", step.load()}, {"loss", loss.item<double>()}});
-  reply.tensors.push_back(to_wire(compute->to_host(input.grad(), torch::kFloat32)));
+  reply.tensors.push_back(encode_float(compute->to_host(input.grad(), torch::kFloat32), codec, "input gradient"));
   return reply;
 }
 
@@ -324,9 +326,8 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     act.output = compute->forward(*model, act.input);
     act.samples = samples;
   }
-  auto grad = from_wire(m.tensors[0]);
-  if (grad.scalar_type() != torch::kFloat32 || grad.sizes() != act.output.sizes())
-    throw std::invalid_argument("grad_output: expected float32 of the forward output's shape");
+  auto grad = decode_float(m.tensors[0], "grad_output");
+  if (grad.sizes() != act.output.sizes()) throw std::invalid_argument("grad_output: expected the forward output's shape");
   compute->backward(*model, act.output, grad, act.input);
   {
     swarm::MutexLock lk(mu);
@@ -334,7 +335,8 @@ net::Message StageServer::Impl::do_backward(Task& task) {
   }
   capacity.add_completed(samples);
   auto reply = make_message(net::BackwardReply, {{"step", step.load()}, {"recomputed", !found}});
-  if (stage.load() > 0) reply.tensors.push_back(to_wire(compute->to_host(act.input.grad(), torch::kFloat32)));
+  if (stage.load() > 0)
+    reply.tensors.push_back(encode_float(compute->to_host(act.input.grad(), torch::kFloat32), codec, "input gradient"));
   return reply;
 }
 

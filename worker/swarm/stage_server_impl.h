@@ -30,6 +30,7 @@
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/request_queue.h"
 #include "worker/swarm/stage_server.h"
+#include "worker/swarm/tensor_wire.h"
 
 namespace swarm::runtime {
 
@@ -123,6 +124,7 @@ struct StageServer::Impl {
 
   WorkerOptions opt;
   model::ModelConfig model_cfg;
+  WireCodec codec;  // how activations and their gradients leave this stage (spec.pipeline)
   std::shared_ptr<model::StageModel> model;
   std::unique_ptr<model::StageOptimizer> optimizer;
   torch::Device device{torch::kCPU};

@@ -56,6 +56,8 @@ nlohmann::json TrainerReport::to_json() const {
           {"microbatches_lost", microbatches_lost},
           {"samples_recomputed", samples_recomputed},
           {"train_seconds", train_seconds},
+          {"wire_bytes", wire_bytes},
+          {"wire_bytes_per_sample", wire_bytes_per_sample},
           {"finished", finished},
           {"loss_curve", curve},
           {"progress", prog}};
@@ -101,12 +103,16 @@ struct Trainer::Impl {
   bool wait_for_peers(const std::atomic<bool>& stop);
   // The training lanes (inflight_microbatches threads) until max steps, max seconds or `stop`.
   void train(const std::atomic<bool>& stop);
+  void train_gpipe(const std::function<bool()>& keep_going);
+  void end_training();
+  void await_stage_steps(int64_t target);
   int64_t min_step() const {
     int64_t m = INT64_MAX;
     for (const auto& r : stage_step) m = std::min<int64_t>(m, r.load());
     return m;
   }
   TrainerReport snapshot();
+  void account_bytes() REQUIRES(peers_mu);
   void note_step(int stage, const net::Message& reply) {
     auto meta = parse_meta(reply);
     int64_t r = meta_int(meta, "step", 0);
@@ -131,8 +137,10 @@ struct Trainer::Impl {
 
   std::vector<std::atomic<int64_t>> stage_step;
   std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
-  uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;
+  uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;      // what the clients had counted at the last account_bytes
   uint64_t bytes_received GUARDED_BY(peers_mu) = 0;
+  uint64_t wire_bytes GUARDED_BY(peers_mu) = 0;      // sent + received since the trainer started
+  uint64_t train_wire_bytes GUARDED_BY(peers_mu) = 0;  // wire_bytes when training ended (before eval)
 
   swarm::Mutex loss_mu;
   std::vector<double> first_losses GUARDED_BY(loss_mu);
@@ -200,16 +208,7 @@ void Trainer::Impl::refresh_peers() {
       clients[p.peer_id] = {endpoint, std::make_shared<net::Client>(p.host, static_cast<uint16_t>(p.port),
                                                                     opt.secret, client_options)};
   }
-  // Bytes on the wire: the clients count them; the metric gets the growth since last time.
-  uint64_t in = 0, out = 0;
-  for (const auto& [id, entry] : clients) {
-    auto st = entry.second->stats();
-    in += st.bytes_in;
-    out += st.bytes_out;
-  }
-  if (in >= bytes_received && out >= bytes_sent) metrics->add_bytes(out - bytes_sent, in - bytes_received);
-  bytes_received = in;
-  bytes_sent = out;
+  account_bytes();
   const double now = now_seconds();
   for (int s = 0; s < stages; ++s) {
     routers[s]->set_peers(ids[s], now);
@@ -274,6 +273,9 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       routers[stage]->report_failure(*peer, now_seconds());
       metrics->add_failure(stage, op_label);
     }
+    if (opt.gpipe)
+      throw MicrobatchLost("stage " + std::to_string(stage) + " " + op_label + " on " + *peer +
+                           " failed; the gpipe baseline has no failover");
     failover = true;
     tried.push_back(*peer);
   }
@@ -291,39 +293,41 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   const std::string mb = opt.peer_id + "/" + std::to_string(seq);
   const auto& to = opt.spec.timeouts;
 
-  std::vector<torch::Tensor> inputs(stages);
+  // Each stage's input as it came over the wire (compressed as spec.pipeline says): passed on to
+  // the next stage and kept for a recompute without decoding it here.
+  std::vector<net::WireTensor> inputs(stages);
   std::vector<std::string> fwd_peer(stages);
-  inputs[0] = tokens;
+  inputs[0] = to_wire(tokens);
   for (int s = 0; s + 1 < stages; ++s) {
     auto reply = call(s, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
       auto m = make_message(net::Forward, {{"mb", mb}, {"stage", s}, {"samples", B}});
-      m.tensors.push_back(to_wire(inputs[s]));
+      m.tensors.push_back(inputs[s]);
       return m;
     }, "", &fwd_peer[s]);
     if (reply.tensors.size() != 1) throw MicrobatchLost("forward reply without an output tensor");
-    inputs[s + 1] = from_wire(reply.tensors[0]);
+    inputs[s + 1] = std::move(reply.tensors[0]);
   }
   const int last = stages - 1;
   auto reply = call(last, planner::Op::Forward, B, to.forward_seconds + to.backward_seconds, [&](bool) {
     auto m = make_message(net::ForwardBackward, {{"mb", mb}, {"stage", last}, {"samples", B}});
-    m.tensors.push_back(to_wire(inputs[last]));
+    m.tensors.push_back(inputs[last]);
     m.tensors.push_back(to_wire(targets));
     return m;
   }, "", nullptr);
   const double loss = meta_double(parse_meta(reply), "loss");
   if (reply.tensors.size() != 1) throw MicrobatchLost("forward_backward reply without a gradient");
-  auto grad = from_wire(reply.tensors[0]);
+  net::WireTensor grad = std::move(reply.tensors[0]);
   for (int s = last - 1; s >= 0; --s) {
     auto r = call(s, planner::Op::Backward, B, to.backward_seconds, [&](bool failover) {
       auto m = make_message(net::Backward, {{"mb", mb}, {"stage", s}, {"samples", B}, {"recompute", failover}});
-      m.tensors.push_back(to_wire(grad));
-      if (failover) m.tensors.push_back(to_wire(inputs[s]));
+      m.tensors.push_back(grad);
+      if (failover) m.tensors.push_back(inputs[s]);
       return m;
     }, fwd_peer[s], nullptr);
     if (meta_bool(parse_meta(r), "recomputed", false)) recomputed += B;
     if (s > 0) {
       if (r.tensors.size() != 1) throw MicrobatchLost("backward reply without a gradient");
-      grad = from_wire(r.tensors[0]);
+      grad = std::move(r.tensors[0]);
     }
   }
   const int64_t done = samples += B;
@@ -350,20 +354,20 @@ double Trainer::Impl::evaluate() {
       sampler.validation_batch(B, i, in, tg);
     }
     const int64_t T = static_cast<int64_t>(in.size()) / B;
-    torch::Tensor x = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
+    net::WireTensor x = to_wire(torch::from_blob(in.data(), {B, T}, torch::kInt64).clone());
     auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
     const std::string mb = opt.peer_id + "/eval" + std::to_string(i);
     for (int s = 0; s + 1 < stages; ++s) {
       auto reply = call(s, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
         auto m = make_message(net::Forward, {{"mb", mb}, {"stage", s}, {"samples", B}, {"eval", true}});
-        m.tensors.push_back(to_wire(x));
+        m.tensors.push_back(x);
         return m;
       }, "", nullptr);
-      x = from_wire(reply.tensors.at(0));
+      x = std::move(reply.tensors.at(0));
     }
     auto reply = call(stages - 1, planner::Op::Forward, B, to.forward_seconds, [&](bool) {
       auto m = make_message(net::ForwardBackward, {{"mb", mb}, {"stage", stages - 1}, {"samples", B}, {"eval", true}});
-      m.tensors.push_back(to_wire(x));
+      m.tensors.push_back(x);
       m.tensors.push_back(to_wire(targets));
       return m;
     }, "", nullptr);
@@ -371,6 +375,23 @@ double Trainer::Impl::evaluate() {
     ++n;
   }
   return n ? total / n : 0;
+}
+
+// Bytes on the wire: the clients count them; the metric and the report's total get the growth
+// since last time (a client replaced since then restarts its count: its growth is taken as is).
+void Trainer::Impl::account_bytes() {
+  uint64_t in = 0, out = 0;
+  for (const auto& [id, entry] : clients) {
+    auto st = entry.second->stats();
+    in += st.bytes_in;
+    out += st.bytes_out;
+  }
+  const uint64_t d_in = in >= bytes_received ? in - bytes_received : in;
+  const uint64_t d_out = out >= bytes_sent ? out - bytes_sent : out;
+  metrics->add_bytes(d_out, d_in);
+  wire_bytes += d_in + d_out;
+  bytes_received = in;
+  bytes_sent = out;
 }
 
 TrainerReport Trainer::Impl::snapshot() {
@@ -385,7 +406,10 @@ TrainerReport Trainer::Impl::snapshot() {
   {
     swarm::MutexLock lk(peers_mu);
     r.peers_per_stage = peers_per_stage;
+    account_bytes();
+    r.wire_bytes = train_ended > 0 ? train_wire_bytes : wire_bytes;
   }
+  r.wire_bytes_per_sample = r.samples > 0 ? static_cast<double>(r.wire_bytes) / static_cast<double>(r.samples) : 0;
   swarm::MutexLock lk(loss_mu);
   auto mean = [](const std::vector<double>& v) {
     double s = 0;
@@ -458,6 +482,7 @@ void Trainer::Impl::train(const std::atomic<bool>& stop) {
   auto keep_going = [&] {
     return !stop && min_step() < opt.max_steps && (deadline == 0 || now_seconds() < deadline);
   };
+  if (opt.gpipe) return train_gpipe(keep_going);
   std::vector<std::thread> lanes;
   for (int i = 0; i < opt.spec.trainers.inflight_microbatches; ++i) {
     lanes.emplace_back([&] {
@@ -472,7 +497,66 @@ void Trainer::Impl::train(const std::atomic<bool>& stop) {
     });
   }
   for (auto& t : lanes) t.join();
+  end_training();
+}
+
+// Training is over: the bytes it moved are counted before the eval batches add theirs.
+void Trainer::Impl::end_training() {
+  {
+    swarm::MutexLock lk(peers_mu);
+    account_bytes();
+    train_wire_bytes = wire_bytes;
+  }
   train_ended = now_seconds();
+}
+
+// After a flush every stage steps on the flushed samples: asks each stage until it reports that step
+// (a reply carries the step it was computed at, so the last flush's step shows only in a later one).
+void Trainer::Impl::await_stage_steps(int64_t target) {
+  const double until = now_seconds() + opt.spec.timeouts.averaging_seconds;
+  for (int s = 0; s < stages; ++s) {
+    while (stage_step[s].load() < target && now_seconds() < until) {
+      const auto peer = routers[s]->pick_peer(planner::Op::Forward, 1, now_seconds(), {});
+      if (auto client = peer ? client_for(*peer) : nullptr) {
+        try {
+          note_step(s, client->call(make_message(net::Ping, nlohmann::json::object()), to_ms(1.0)));
+        } catch (const std::exception&) {
+        }
+      }
+      if (stage_step[s].load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+// GPipe: a step's global batch as microbatches all in flight at once (each stage's queue takes their
+// forwards before their backwards), then a flush: the next step starts when every one is done, so
+// each stage steps on exactly this step's samples. A lost microbatch ends the run.
+void Trainer::Impl::train_gpipe(const std::function<bool()>& keep_going) {
+  const int64_t per_step = opt.spec.training.global_batch / opt.spec.training.microbatch;
+  uint64_t seq = 0;
+  // Steps are counted here: a stage reports the step its last flush completed only in a later reply.
+  for (int64_t step = min_step(); step < opt.max_steps && keep_going(); ++step) {
+    std::vector<std::thread> microbatches;
+    std::atomic<bool> failed{false};
+    for (int64_t i = 0; i < per_step; ++i) {
+      microbatches.emplace_back([this, &failed, s = seq++] {
+        try {
+          run_microbatch(s);
+        } catch (const std::exception& e) {
+          lost++;
+          failed = true;
+          spdlog::error("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
+        }
+      });
+    }
+    for (auto& t : microbatches) t.join();
+    if (!failed) await_stage_steps(step + 1);
+    if (failed) {
+      end_training();
+      throw std::runtime_error("trainer " + opt.peer_id + ": gpipe lost a microbatch (no failover); stopping");
+    }
+  }
+  end_training();
 }
 
 TrainerReport Trainer::run(const std::atomic<bool>& stop) {

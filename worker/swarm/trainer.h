@@ -29,6 +29,11 @@ struct TrainerOptions {
   int eval_batches = -1;         // validation microbatches evaluated at the end;
                                  // -1 = spec.training.evalBatches
   double wait_for_peers_seconds = 120;
+  // The synchronous baseline (`swarm local --baseline gpipe`): each step's microbatches all in
+  // flight at once, then a flush (every one of them done) before the next step's; a failed request
+  // loses its microbatch and ends the run (no failover). Run it with one worker per stage: the
+  // wiring is then fixed.
+  bool gpipe = false;
 };
 
 struct TrainerReport {
@@ -46,6 +51,11 @@ struct TrainerReport {
   int64_t microbatches_lost = 0;
   int64_t samples_recomputed = 0;
   double train_seconds = 0;
+  // Bytes this trainer's connections sent and received while it trained (frames, tags and handshakes
+  // included; the eval batches after training are not): every activation and activation gradient
+  // passes through a trainer, so this is the pipeline's traffic.
+  uint64_t wire_bytes = 0;
+  double wire_bytes_per_sample = 0;  // wire_bytes / samples
   bool finished = false;
   std::vector<std::pair<int64_t, double>> loss_curve;  // (samples so far, microbatch loss), thinned
   std::vector<std::pair<double, int64_t>> progress;    // (seconds since training began, samples), ~1/s
