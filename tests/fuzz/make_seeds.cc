@@ -4,6 +4,7 @@
 // state_fixture.h and checkpoint_fuzz.cc) and OUT_DIR/job_json (to_json of valid specs). Rerun it
 // when a format changes: `build-fuzz/fuzz/make_seeds tests/fuzz/corpus`.
 #include <cstdint>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "common/job_spec.h"
 #include "common/job_spec_json.h"
 #include "tests/fuzz/state_fixture.h"
+#include "worker/net/blockwise8.h"
 #include "worker/net/frame.h"
 #include "worker/net/message.h"
 
@@ -42,8 +44,25 @@ std::vector<net::Message> frames() {
   m.tensors.push_back(net::WireTensor::allocate(net::DType::Float16, {0, 5}));  // empty
   m.tensors.push_back(net::WireTensor::allocate(net::DType::UInt8, {}));      // a scalar
   out.push_back(m);
+  const std::vector<float> values(40, 0.5f);
+  m.tensors.push_back(net::blockwise8_tensor(values.data(), {2, 20}, 16, "seed"));  // 3 scales, 40 codes
+  out.push_back(m);
   out.push_back(net::make_error(9, "stage 1: step 3 closed", net::ErrorCode::StepClosed));
   return out;
+}
+
+// A u16 block size and a blockwise8 tensor's bytes (blockwise8_fuzz.cc): a few blocks, a last
+// block cut short, a block of zeros.
+void write_blockwise8_seeds(const fs::path& out) {
+  for (uint32_t block : {16u, 100u, 4096u}) {
+    std::vector<float> x(block * 2 + block / 3, 0.0f);
+    for (size_t i = 0; i < block; ++i) x[i] = std::sin(static_cast<float>(i)) * 3.0f;
+    for (size_t i = 2 * block; i < x.size(); ++i) x[i] = -0.25f * static_cast<float>(i % 7);
+    auto t = net::blockwise8_tensor(x.data(), {static_cast<int64_t>(x.size())}, block, "seed");
+    std::string bytes{static_cast<char>(block & 0xff), static_cast<char>(block >> 8)};
+    bytes.append(reinterpret_cast<const char*>(t.data), t.nbytes);
+    write(out / "blockwise8" / ("block-" + std::to_string(block) + ".bin"), bytes);
+  }
 }
 
 void write_state_seeds(const fs::path& out) {
@@ -98,6 +117,7 @@ int main(int argc, char** argv) {
   }
   write_state_seeds(out);
   write_job_json_seeds(out);
+  write_blockwise8_seeds(out);
   std::cout << "seeds written under " << out.string() << "\n";
   return 0;
 }

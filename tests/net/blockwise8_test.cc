@@ -109,7 +109,8 @@ TEST(Blockwise8, ABadScaleIsRefusedNamingItsBlock) {
   std::vector<float> x(40, 0.5f), y(40);
   std::vector<uint8_t> enc(net::blockwise8_bytes(x.size(), 16));
   net::blockwise8_encode(x.data(), x.size(), 16, enc.data(), "g");
-  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+  // 1e37: finite, but 127 x 1e37 is not (a fuzzer found that one decoding to inf).
+  for (float bad : {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 1e37f}) {
     auto e = enc;
     std::memcpy(e.data() + 4 * 2, &bad, 4);  // the third block's scale
     try {
@@ -119,6 +120,17 @@ TEST(Blockwise8, ABadScaleIsRefusedNamingItsBlock) {
       EXPECT_NE(std::string(err.what()).find("tensor[0].scales[2]: "), std::string::npos) << err.what();
     }
   }
+  auto e = enc;
+  e[4 * 3 + 20] = 0x80;  // a code of -128 in the second block: no encoder writes it
+  EXPECT_THROW(net::blockwise8_decode(e.data(), x.size(), 16, y.data(), "t"), net::WireError);
+  // The largest finite values encode and decode to finite values.
+  std::vector<float> big = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), 1.0f};
+  std::vector<uint8_t> be(net::blockwise8_bytes(big.size(), 16));
+  std::vector<float> by(big.size());
+  net::blockwise8_encode(big.data(), big.size(), 16, be.data(), "big");
+  net::blockwise8_decode(be.data(), big.size(), 16, by.data(), "big");
+  for (float v : by) EXPECT_TRUE(std::isfinite(v)) << v;
+  EXPECT_NEAR(by[0] / std::numeric_limits<float>::max(), 1.0, 1e-6);
 }
 
 TEST(Blockwise8, FramesCarryTheBlockSizeAndRoundTrip) {

@@ -146,7 +146,7 @@ TEST_F(WorkerProtocol, MalformedRequestsGetNamedErrorsAndTheWorkerKeepsServing) 
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::memcpy(w.data + 4, &nan, 4);
     m.tensors.push_back(w);
-    EXPECT_NE(error_of(*stage1_, std::move(m)).find("input.scales[1]: nan is not a finite non-negative scale"),
+    EXPECT_NE(error_of(*stage1_, std::move(m)).find("input.scales[1]: nan is not a scale"),
               std::string::npos);
   }
   // Still serving, nothing accumulated from the rejected requests.

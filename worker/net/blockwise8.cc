@@ -46,6 +46,12 @@ SWARM_VECTOR_CLONES void dequantize(const int8_t* q, uint32_t n, float s, float*
   for (uint32_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * s;
 }
 
+SWARM_VECTOR_CLONES int8_t min_code(const int8_t* q, uint32_t n) {
+  int8_t m = 0;
+  for (uint32_t i = 0; i < n; ++i) m = q[i] < m ? q[i] : m;
+  return m;
+}
+
 uint32_t first_non_finite(const float* x, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return i;
@@ -78,7 +84,8 @@ void blockwise8_encode(const float* x, uint64_t n, uint32_t block, uint8_t* out,
     }
     float absmax;
     std::memcpy(&absmax, &bits, 4);
-    const float s = absmax / 127.0f;
+    float s = absmax / 127.0f;
+    if (!std::isfinite(s * 127.0f)) s = std::nextafter(s, 0.0f);  // absmax near FLT_MAX: 127 s stays finite
     std::memcpy(scales + 4 * b, &s, 4);  // little-endian, as every number on the wire
     const double inv = absmax > 0.0f ? 127.0 / absmax : 0.0;
     if (inv <= static_cast<double>(FLT_MAX)) {
@@ -96,13 +103,18 @@ void blockwise8_decode(const uint8_t* in, uint64_t n, uint32_t block, float* out
   for (uint64_t b = 0; b < blocks; ++b) {
     float s;
     std::memcpy(&s, in + 4 * b, 4);
-    if (!(s >= 0.0f) || !std::isfinite(s)) {
+    // 127 s must be finite too, or a code would decode to inf (no encoder writes such a scale).
+    if (!(s >= 0.0f) || !std::isfinite(s * 127.0f)) {
       char v[32];
       std::snprintf(v, sizeof v, "%g", static_cast<double>(s));
-      throw WireError(what + ".scales[" + std::to_string(b) + "]: " + v + " is not a finite non-negative scale");
+      throw WireError(what + ".scales[" + std::to_string(b) + "]: " + v +
+                      " is not a scale (non-negative, 127 x scale finite)");
     }
     const uint64_t at = b * block;
-    dequantize(codes + at, static_cast<uint32_t>(std::min<uint64_t>(block, n - at)), s, out + at);
+    const auto len = static_cast<uint32_t>(std::min<uint64_t>(block, n - at));
+    if (min_code(codes + at, len) == -128)
+      throw WireError(what + ".codes: -128 in block " + std::to_string(b) + " is outside [-127, 127]");
+    dequantize(codes + at, len, s, out + at);
   }
 }
 

@@ -12,8 +12,9 @@
 // reads a byte of data.
 //
 // Encoding refuses inf and NaN (std::invalid_argument naming the value's index): a non-finite value
-// would spoil its block's scale, so it is never sent. Decoding refuses a scale that is negative,
-// inf or NaN (WireError naming the block).
+// would spoil its block's scale, so it is never sent. Decoding refuses a scale that is negative or
+// NaN or whose 127 x is not finite, and a code of -128 (WireError naming the block): every decoded
+// value is finite.
 #pragma once
 
 #include <cstdint>
