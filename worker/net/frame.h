@@ -40,7 +40,7 @@ constexpr uint16_t kVersion = 2;
 constexpr size_t kHeaderBytes = 40;
 constexpr size_t kDescFixedBytes = 8;  // dtype, ndim, block, reserved2
 constexpr size_t kMaxWireNdim = 255;   // ndim is a u8
-constexpr size_t kChunkBytes = 256 * 1024;  // tensor bytes are sealed and opened this many at a time
+constexpr size_t kChunkBytes = 64 * 1024;  // tensor bytes are sealed and opened this many at a time
 
 // Bytes of one TensorDesc of rank ndim: fixed part, dims, nbytes.
 constexpr uint64_t desc_bytes(size_t ndim) { return kDescFixedBytes + 8 * ndim + 8; }
