@@ -34,6 +34,13 @@ TEST(LocalRun, ThirtySecondRunOfTheDefaultJobLowersTheLoss) {
   const double float32_bytes = 4.0 * 128 * 192 * 4 + 2 * 128 * 8;
   EXPECT_GT(s["wire_bytes_per_sample"].get<double>(), float32_bytes) << s.dump();
   EXPECT_LT(s["wire_bytes_per_sample"].get<double>(), 1.1 * float32_bytes) << s.dump();
+  // Each stage's compute and the rest of its requests' time, as the trainer saw them.
+  ASSERT_EQ(s["stage_compute_seconds"].size(), 2u) << s.dump();
+  for (int st = 0; st < 2; ++st) {
+    EXPECT_GT(s["stage_compute_seconds"][st].get<double>(), 1.0) << s.dump();
+    EXPECT_GE(s["stage_wait_seconds"][st].get<double>(), 0.0) << s.dump();
+    EXPECT_LT(s["stage_compute_seconds"][st].get<double>(), 2 * s["train_seconds"].get<double>()) << s.dump();
+  }
 }
 
 // The default job with blockwise8 everywhere (activations, their gradients and, with two peers a

@@ -45,6 +45,14 @@ nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
     for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() + r.value(k, 0.0);
     m["train_seconds"] = std::max(m["train_seconds"].get<double>(), r.value("train_seconds", 0.0));
     if (r.contains("peers_per_stage")) m["peers_per_stage"] = r["peers_per_stage"];
+    for (const char* k : {"stage_compute_seconds", "stage_wait_seconds"}) {  // summed over trainers
+      if (!r.contains(k) || !r[k].is_array()) continue;
+      if (!m.contains(k)) m[k] = nlohmann::json::array();
+      for (size_t s = 0; s < r[k].size(); ++s) {
+        if (m[k].size() <= s) m[k].push_back(0.0);
+        m[k][s] = m[k][s].get<double>() + r[k][s].get<double>();
+      }
+    }
     if (r.contains("loss_curve") && !m.contains("loss_curve")) m["loss_curve"] = r["loss_curve"];
     if (r.contains("progress") && !m.contains("progress")) m["progress"] = r["progress"];
     m["finished"] = m["finished"].get<bool>() && r.value("finished", false);

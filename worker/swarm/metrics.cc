@@ -70,6 +70,14 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                          .Help("Host staging buffers reused from the pool").Register(*registry_).Add(base_);
   staging_bytes_ = &BuildGauge().Name("swarm_staging_cached_bytes")
                         .Help("Bytes held by the host staging pool").Register(*registry_).Add(base_);
+  compute_seconds_ = &BuildCounter().Name("swarm_stage_compute_seconds_total")
+                         .Help("Seconds of compute per stage: on a worker, its own (forward, backward); on a trainer, "
+                               "what the stages it called report for its requests")
+                         .Register(*registry_);
+  wait_seconds_ = &BuildCounter().Name("swarm_stage_wait_seconds_total")
+                      .Help("On a trainer: seconds its requests to each stage spent outside the stage's compute "
+                            "(network, queue); with swarm_stage_compute_seconds_total, whether a job is network-bound")
+                      .Register(*registry_);
   staging_buffers_ = &BuildGauge().Name("swarm_staging_buffers")
                           .Help("Buffers held by the host staging pool").Register(*registry_).Add(base_);
 
@@ -168,6 +176,12 @@ void Metrics::add_failure(int stage, const std::string& op) {
 }
 
 void Metrics::set_queue_length(int stage, double n) { gauge(*queue_, stage).Set(n); }
+void Metrics::add_stage_time(int stage, double compute_seconds, double wait_seconds) {
+  auto labels = base_;
+  labels["stage"] = std::to_string(stage);
+  if (compute_seconds > 0) compute_seconds_->Add(labels).Increment(compute_seconds);
+  if (wait_seconds > 0) wait_seconds_->Add(labels).Increment(wait_seconds);
+}
 void Metrics::add_bytes(uint64_t sent, uint64_t received) {
   if (sent) sent_->Increment(static_cast<double>(sent));
   if (received) received_->Increment(static_cast<double>(received));

@@ -37,6 +37,8 @@ class Metrics {
   void add_retry(int stage, const std::string& op);
   void add_failure(int stage, const std::string& op);
   void set_queue_length(int stage, double n);
+  // swarm_stage_compute_seconds_total / swarm_stage_wait_seconds_total (a worker passes wait 0).
+  void add_stage_time(int stage, double compute_seconds, double wait_seconds);
   void add_bytes(uint64_t sent, uint64_t received);
   void set_loss(double loss);
   void set_optimizer_step(int stage, double step);
@@ -88,6 +90,8 @@ class Metrics {
   prometheus::Counter* staging_reuses_ = nullptr;
   prometheus::Gauge* staging_bytes_ = nullptr;
   prometheus::Gauge* staging_buffers_ = nullptr;
+  prometheus::Family<prometheus::Counter>* compute_seconds_ = nullptr;
+  prometheus::Family<prometheus::Counter>* wait_seconds_ = nullptr;
   swarm::Mutex compute_mu_;
   ComputeState compute_last_ GUARDED_BY(compute_mu_);  // what set_compute_state last saw (counter deltas)
 };

@@ -497,6 +497,15 @@ void StageServer::Impl::serve_task(Task& task) {
     std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));
   const double done = now_seconds();
   capacity.add_busy(done - started);
+  metrics->add_stage_time(stage.load(), done - started, 0);
+  if (reply.type != net::Error && task.request.type != net::StateRequest) {
+    // The caller learns how much of its request was this stage's compute (the rest: network, queue).
+    auto meta = nlohmann::json::parse(reply.meta.empty() ? "{}" : reply.meta, nullptr, false);
+    if (meta.is_object()) {
+      meta["compute_s"] = done - started;
+      reply.meta = meta.dump();
+    }
+  }
   int64_t samples = meta_int(task.meta, "samples", 0);
   if (reply.type != net::Error) processed += samples;
   metrics->observe_request(stage.load(), op_name(task.request.type), done - task.enqueued_at,

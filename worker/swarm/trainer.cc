@@ -57,6 +57,8 @@ nlohmann::json TrainerReport::to_json() const {
           {"samples_recomputed", samples_recomputed},
           {"train_seconds", train_seconds},
           {"wire_bytes", wire_bytes},
+          {"stage_compute_seconds", stage_compute_seconds},
+          {"stage_wait_seconds", stage_wait_seconds},
           {"wire_bytes_per_sample", wire_bytes_per_sample},
           {"finished", finished},
           {"loss_curve", curve},
@@ -79,6 +81,11 @@ struct Trainer::Impl {
     for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
     for (auto& r : stage_step) r = 0;
     peers_per_stage.assign(stages, 0);
+    {
+      swarm::MutexLock lk(loss_mu);
+      stage_compute.assign(stages, 0.0);
+      stage_wait.assign(stages, 0.0);
+    }
     client_options.connect_timeout = to_ms(opt.spec.timeouts.connect_seconds);
     client_options.protection = protection_of(opt.spec);
   }
@@ -113,6 +120,14 @@ struct Trainer::Impl {
   }
   TrainerReport snapshot();
   void account_bytes() REQUIRES(peers_mu);
+  // How much of a request's `seconds` was the stage's compute (its reply says), the rest waiting.
+  void note_time(int stage, const net::Message& reply, double seconds) {
+    const double compute = std::min(seconds, std::max(0.0, parse_meta(reply).value("compute_s", 0.0)));
+    metrics->add_stage_time(stage, compute, seconds - compute);
+    swarm::MutexLock lk(loss_mu);
+    stage_compute[stage] += compute;
+    stage_wait[stage] += seconds - compute;
+  }
   void note_step(int stage, const net::Message& reply) {
     auto meta = parse_meta(reply);
     int64_t r = meta_int(meta, "step", 0);
@@ -144,6 +159,8 @@ struct Trainer::Impl {
 
   swarm::Mutex loss_mu;
   std::vector<double> first_losses GUARDED_BY(loss_mu);
+  std::vector<double> stage_compute GUARDED_BY(loss_mu);  // seconds, summed over this trainer's requests
+  std::vector<double> stage_wait GUARDED_BY(loss_mu);
   std::vector<double> recent_losses GUARDED_BY(loss_mu);
   std::vector<std::pair<int64_t, double>> curve GUARDED_BY(loss_mu);
   std::vector<std::pair<double, int64_t>> progress GUARDED_BY(loss_mu);
@@ -258,6 +275,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       const double dt = now_seconds() - t0;
       routers[stage]->report_success(*peer, op, samples, dt, now_seconds());
       metrics->observe_request(stage, op_label, dt, samples);
+      note_time(stage, reply, dt);
       note_step(stage, reply);
       if (used) *used = *peer;
       return reply;
@@ -417,6 +435,8 @@ TrainerReport Trainer::Impl::snapshot() {
     return v.empty() ? 0.0 : s / static_cast<double>(v.size());
   };
   r.loss_first = mean(first_losses);
+  r.stage_compute_seconds = stage_compute;
+  r.stage_wait_seconds = stage_wait;
   r.loss_last = mean(recent_losses);
   r.loss_ema = loss_ema;
   r.eval_loss = eval_loss;

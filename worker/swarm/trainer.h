@@ -56,6 +56,11 @@ struct TrainerReport {
   // passes through a trainer, so this is the pipeline's traffic.
   uint64_t wire_bytes = 0;
   double wire_bytes_per_sample = 0;  // wire_bytes / samples
+  // Per stage, over this trainer's requests: seconds the stage computed (its replies say) and
+  // seconds the requests spent otherwise (network, queue). Much more waiting than computing: the
+  // job is network-bound.
+  std::vector<double> stage_compute_seconds;
+  std::vector<double> stage_wait_seconds;
   bool finished = false;
   std::vector<std::pair<int64_t, double>> loss_curve;  // (samples so far, microbatch loss), thinned
   std::vector<std::pair<double, int64_t>> progress;    // (seconds since training began, samples), ~1/s
