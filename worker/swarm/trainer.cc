@@ -1,4 +1,5 @@
 #include "worker/swarm/trainer.h"
+#include "worker/swarm/trainer_impl.h"
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -21,9 +22,6 @@ namespace swarm::runtime {
 namespace {
 
 
-struct MicrobatchLost : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 void write_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -65,115 +63,6 @@ nlohmann::json TrainerReport::to_json() const {
           {"progress", prog}};
 }
 
-struct Trainer::Impl {
-  explicit Impl(TrainerOptions o)
-      : opt(std::move(o)),
-        stages(opt.spec.pipeline.stages),
-        dataset(data::TextDataset::load(opt.spec.training.dataset.path)),
-        sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
-        stage_step(stages) {
-    if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
-    if (opt.eval_batches < 0) opt.eval_batches = static_cast<int>(opt.spec.training.eval_batches);
-    planner::RouterOptions ro;
-    ro.ema_alpha = opt.spec.trainers.routing.ema_alpha;
-    ro.backward_weight = opt.spec.trainers.routing.backward_weight;
-    ro.explore_peer_seconds = opt.spec.trainers.routing.explore_peer_seconds;
-    for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
-    for (auto& r : stage_step) r = 0;
-    peers_per_stage.assign(stages, 0);
-    {
-      swarm::MutexLock lk(loss_mu);
-      stage_compute.assign(stages, 0.0);
-      stage_wait.assign(stages, 0.0);
-    }
-    client_options.connect_timeout = to_ms(opt.spec.timeouts.connect_seconds);
-    client_options.protection = protection_of(opt.spec);
-  }
-
-  void refresh_peers();
-  // Heartbeat to the registry (role trainer): its step, samples/s and recent loss, which the
-  // operator reads into the SwarmJob's status; a live trainer also tells the rebalancer there is
-  // work to balance. No-op once training is over.
-  void announce();
-  // Training is over: stop announcing and withdraw from the registry.
-  void withdraw();
-  std::shared_ptr<net::Client> client_for(const std::string& peer);
-  net::Message call(int stage, planner::Op op, int64_t samples, double timeout,
-                    const std::function<net::Message(bool failover)>& build, const std::string& preferred,
-                    std::string* used);
-  void run_microbatch(uint64_t seq);
-  double evaluate();
-  // One pass of the thread beside the training loop: discovery, the heartbeat when one is due,
-  // the progress sample and the report file once a second (`last_*` carry the times between passes).
-  void background_pass(double& last_report, double& last_announce);
-  // Waits until every stage has a live worker; false when `stop` or wait_for_peers_seconds came first.
-  bool wait_for_peers(const std::atomic<bool>& stop);
-  // The training lanes (inflight_microbatches threads) until max steps, max seconds or `stop`.
-  void train(const std::atomic<bool>& stop);
-  void train_gpipe(const std::function<bool()>& keep_going);
-  void end_training();
-  void await_stage_steps(int64_t target);
-  int64_t min_step() const {
-    int64_t m = INT64_MAX;
-    for (const auto& r : stage_step) m = std::min<int64_t>(m, r.load());
-    return m;
-  }
-  TrainerReport snapshot();
-  void account_bytes() REQUIRES(peers_mu);
-  // How much of a request's `seconds` was the stage's compute (its reply says), the rest waiting.
-  void note_time(int stage, const net::Message& reply, double seconds) {
-    const double compute = std::min(seconds, std::max(0.0, parse_meta(reply).value("compute_s", 0.0)));
-    metrics->add_stage_time(stage, compute, seconds - compute);
-    swarm::MutexLock lk(loss_mu);
-    stage_compute[stage] += compute;
-    stage_wait[stage] += seconds - compute;
-  }
-  void note_step(int stage, const net::Message& reply) {
-    auto meta = parse_meta(reply);
-    int64_t r = meta_int(meta, "step", 0);
-    int64_t cur = stage_step[stage].load();
-    while (r > cur && !stage_step[stage].compare_exchange_weak(cur, r)) {
-    }
-  }
-
-  TrainerOptions opt;
-  int stages;
-  data::TextDataset dataset;
-  swarm::Mutex sampler_mu;
-  data::BatchSampler sampler GUARDED_BY(sampler_mu);
-  std::vector<std::unique_ptr<planner::StageRouter>> routers;
-  std::unique_ptr<registry::RegistryClient> registry;
-  std::unique_ptr<Metrics> metrics;
-  net::ClientOptions client_options;
-
-  swarm::Mutex peers_mu;
-  std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients GUARDED_BY(peers_mu);  // id -> (endpoint, client)
-  std::vector<int> peers_per_stage GUARDED_BY(peers_mu);
-
-  std::vector<std::atomic<int64_t>> stage_step;
-  std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
-  uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;      // what the clients had counted at the last account_bytes
-  uint64_t bytes_received GUARDED_BY(peers_mu) = 0;
-  uint64_t wire_bytes GUARDED_BY(peers_mu) = 0;      // sent + received since the trainer started
-  uint64_t train_wire_bytes GUARDED_BY(peers_mu) = 0;  // wire_bytes when training ended (before eval)
-
-  swarm::Mutex loss_mu;
-  std::vector<double> first_losses GUARDED_BY(loss_mu);
-  std::vector<double> stage_compute GUARDED_BY(loss_mu);  // seconds, summed over this trainer's requests
-  std::vector<double> stage_wait GUARDED_BY(loss_mu);
-  std::vector<double> recent_losses GUARDED_BY(loss_mu);
-  std::vector<std::pair<int64_t, double>> curve GUARDED_BY(loss_mu);
-  std::vector<std::pair<double, int64_t>> progress GUARDED_BY(loss_mu);
-  double loss_ema GUARDED_BY(loss_mu) = 0;
-  // Written by the thread in Trainer::run while the background thread reads them (announce,
-  // background_pass, snapshot): atomics, not under loss_mu.
-  std::atomic<double> train_started{0}, train_ended{0};
-  std::atomic<double> eval_loss{0};
-  std::atomic<bool> finished{false};
-
-  swarm::Mutex announce_mu;
-  bool training_over GUARDED_BY(announce_mu) = false;
-};
 
 void Trainer::Impl::announce() {
   planner::PeerRecord rec;
@@ -493,90 +382,6 @@ bool Trainer::Impl::wait_for_peers(const std::atomic<bool>& stop) {
     if (stop || now_seconds() > wait_until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-}
-
-void Trainer::Impl::train(const std::atomic<bool>& stop) {
-  train_started = now_seconds();
-  const double deadline = opt.max_seconds > 0 ? train_started + opt.max_seconds : 0;
-  std::atomic<uint64_t> seq{0};
-  auto keep_going = [&] {
-    return !stop && min_step() < opt.max_steps && (deadline == 0 || now_seconds() < deadline);
-  };
-  if (opt.gpipe) return train_gpipe(keep_going);
-  std::vector<std::thread> lanes;
-  for (int i = 0; i < opt.spec.trainers.inflight_microbatches; ++i) {
-    lanes.emplace_back([&] {
-      while (keep_going()) {
-        try {
-          run_microbatch(seq++);
-        } catch (const std::exception& e) {
-          lost++;
-          spdlog::warn("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
-        }
-      }
-    });
-  }
-  for (auto& t : lanes) t.join();
-  end_training();
-}
-
-// Training is over: the bytes it moved are counted before the eval batches add theirs.
-void Trainer::Impl::end_training() {
-  {
-    swarm::MutexLock lk(peers_mu);
-    account_bytes();
-    train_wire_bytes = wire_bytes;
-  }
-  train_ended = now_seconds();
-}
-
-// After a flush every stage steps on the flushed samples: asks each stage until it reports that step
-// (a reply carries the step it was computed at, so the last flush's step shows only in a later one).
-void Trainer::Impl::await_stage_steps(int64_t target) {
-  const double until = now_seconds() + opt.spec.timeouts.averaging_seconds;
-  for (int s = 0; s < stages; ++s) {
-    while (stage_step[s].load() < target && now_seconds() < until) {
-      const auto peer = routers[s]->pick_peer(planner::Op::Forward, 1, now_seconds(), {});
-      if (auto client = peer ? client_for(*peer) : nullptr) {
-        try {
-          note_step(s, client->call(make_message(net::Ping, nlohmann::json::object()), to_ms(1.0)));
-        } catch (const std::exception&) {
-        }
-      }
-      if (stage_step[s].load() < target) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-}
-
-// GPipe: a step's global batch as microbatches all in flight at once (each stage's queue takes their
-// forwards before their backwards), then a flush: the next step starts when every one is done, so
-// each stage steps on exactly this step's samples. A lost microbatch ends the run.
-void Trainer::Impl::train_gpipe(const std::function<bool()>& keep_going) {
-  const int64_t per_step = opt.spec.training.global_batch / opt.spec.training.microbatch;
-  uint64_t seq = 0;
-  // Steps are counted here: a stage reports the step its last flush completed only in a later reply.
-  for (int64_t step = min_step(); step < opt.max_steps && keep_going(); ++step) {
-    std::vector<std::thread> microbatches;
-    std::atomic<bool> failed{false};
-    for (int64_t i = 0; i < per_step; ++i) {
-      microbatches.emplace_back([this, &failed, s = seq++] {
-        try {
-          run_microbatch(s);
-        } catch (const std::exception& e) {
-          lost++;
-          failed = true;
-          spdlog::error("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
-        }
-      });
-    }
-    for (auto& t : microbatches) t.join();
-    if (!failed) await_stage_steps(step + 1);
-    if (failed) {
-      end_training();
-      throw std::runtime_error("trainer " + opt.peer_id + ": gpipe lost a microbatch (no failover); stopping");
-    }
-  }
-  end_training();
 }
 
 TrainerReport Trainer::run(const std::atomic<bool>& stop) {
