@@ -164,8 +164,9 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
       const double dt = now_seconds() - t0;
       routers[stage]->report_success(*peer, op, samples, dt, now_seconds());
       metrics->observe_request(stage, op_label, dt, samples);
-      note_time(stage, reply, dt);
-      note_step(stage, reply);
+      const auto meta = parse_meta(reply);
+      note_time(stage, meta, dt);
+      note_step(stage, meta);
       if (used) *used = *peer;
       return reply;
     } catch (const net::RemoteError& e) {

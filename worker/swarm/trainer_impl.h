@@ -84,16 +84,16 @@ struct Trainer::Impl {
   TrainerReport snapshot();
   void account_bytes() REQUIRES(peers_mu);
   // How much of a request's `seconds` was the stage's compute (its reply says), the rest waiting.
-  void note_time(int stage, const net::Message& reply, double seconds) {
-    const double compute = std::min(seconds, std::max(0.0, parse_meta(reply).value("compute_s", 0.0)));
+  void note_time(int stage, const nlohmann::json& reply_meta, double seconds) {
+    const double compute = std::min(seconds, std::max(0.0, reply_meta.value("compute_s", 0.0)));
     metrics->add_stage_time(stage, compute, seconds - compute);
     swarm::MutexLock lk(loss_mu);
     stage_compute[stage] += compute;
     stage_wait[stage] += seconds - compute;
   }
-  void note_step(int stage, const net::Message& reply) {
-    auto meta = parse_meta(reply);
-    int64_t r = meta_int(meta, "step", 0);
+  // The step a reply was computed at (its meta's "step").
+  void note_step(int stage, const nlohmann::json& reply_meta) {
+    int64_t r = meta_int(reply_meta, "step", 0);
     int64_t cur = stage_step[stage].load();
     while (r > cur && !stage_step[stage].compare_exchange_weak(cur, r)) {
     }

@@ -52,7 +52,7 @@ void Trainer::Impl::await_stage_steps(int64_t target) {
       const auto peer = routers[s]->pick_peer(planner::Op::Forward, 1, now_seconds(), {});
       if (auto client = peer ? client_for(*peer) : nullptr) {
         try {
-          note_step(s, client->call(make_message(net::Ping, nlohmann::json::object()), to_ms(1.0)));
+          note_step(s, parse_meta(client->call(make_message(net::Ping, nlohmann::json::object()), to_ms(1.0))));
         } catch (const std::exception&) {
         }
       }
