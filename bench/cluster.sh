@@ -11,12 +11,13 @@
 #                                        spot reclaim every PERIOD seconds (default 60) for MINUTES:
 #                                        the ratio, and the ratio per worker-second (capacity-adjusted:
 #                                        divided by the mean number of Ready workers)
-#   bench/cluster.sh eval [STEPS] [PERIOD]
+#   bench/cluster.sh eval [STEPS] [PERIOD] [PAIRS]
 #                                        eval loss at equal steps: the job run to STEPS optimizer
 #                                        steps (default 3000) undisturbed, then again from scratch
 #                                        with a spot reclaim every PERIOD seconds (default 60); each
 #                                        run's eval loss (its trainer's evaluation after the last
-#                                        step, from the trainer pod's log) and their ratio
+#                                        step, from the trainer pod's log) and their ratio; PAIRS
+#                                        (default 1) such pairs in turn, compared by their means
 # Uses a running cluster (cluster.sh up) with the chart installed, or installs it; runs
 # examples/local-cluster.yaml as `bench-lm` and deletes it at the end. Leaves the cluster up.
 set -uo pipefail
@@ -140,18 +141,47 @@ case $MODE in
         sleep 2
       done
     }
-    t0=$(now); run_to_end 0 || exit 1
-    base=$(eval_loss); log "undisturbed: $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $base"
-    k delete swarmjob $JOB --wait=true --timeout=180s >/dev/null
-    wait_until 180 "the first run's pods gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB -o name)\" ]" || exit 1
-    rm -rf "$(dirname "$KUBECONFIG")/shared/$JOB"   # the first run's checkpoints (the job's folder on the claim): the second starts afresh
-    apply_job
-    wait_until 300 "first step" step_at_least 1 || exit 1
-    wait_until 120 "settled" settled || exit 1
-    t0=$(now); run_to_end "$period" || exit 1
-    churned=$(eval_loss); log "reclaim every ${period}s: $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $churned"
-    awk -v b="$base" -v c="$churned" -v n="$MAXSTEPS" 'BEGIN{
-      printf "eval loss at %d steps: undisturbed %.4f, reclaim every '"$period"' s %.4f, ratio %.4f\n", n, b, c, c/b}'
+    restart_job() { # the job deleted and applied again from scratch (its checkpoints gone), settled
+      sleep 5   # a reclaim still in flight lifts its notice
+      for n in $(k get nodes -o name); do k taint "$n" cloud.google.com/impending-node-termination- >/dev/null 2>&1; done
+      k delete swarmjob $JOB --wait=true --timeout=180s >/dev/null
+      wait_until 180 "the last run's pods gone" bash -c "[ -z \"\$(kubectl get pods -l swarm-operator.io/job=$JOB -o name)\" ]" || return 1
+      rm -rf "$(dirname "$KUBECONFIG")/shared/$JOB"   # the job's folder on the claim: the next run starts afresh
+      apply_job
+      wait_until 300 "first step" step_at_least 1 || return 1
+      wait_until 120 "settled" settled
+    }
+    one_run() { # PERIOD: prints the run's eval loss
+      local t0 loss
+      t0=$(now); run_to_end "$1" || return 1
+      loss=$(eval_loss)
+      log "$( [ "$1" -gt 0 ] && echo "reclaim every ${1}s" || echo undisturbed): $MAXSTEPS steps in $(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.0f", b-a}') s, eval loss $loss"
+      echo "$loss"
+    }
+    # PAIRS pairs, alternating (the machine is shared and noisy; two undisturbed runs differ by more
+    # than 1 %: the averaging order is not deterministic), compared by their means.
+    pairs=${4:-1}
+    bases=() churns=()
+    for i in $(seq 1 "$pairs"); do
+      [ "$i" -gt 1 ] && { restart_job || exit 1; }
+      b=$(one_run 0) || exit 1
+      bases+=("$b")
+      restart_job || exit 1
+      c=$(one_run "$period") || exit 1
+      churns+=("$c")
+    done
+    python3 - "$MAXSTEPS" "$period" "${bases[*]}" "${churns[*]}" <<'PY'
+import statistics, sys
+n, period = sys.argv[1], sys.argv[2]
+b = [float(x) for x in sys.argv[3].split()]
+c = [float(x) for x in sys.argv[4].split()]
+print(f"eval loss at {n} steps, {len(b)} pair(s):")
+print(f"  undisturbed          : {' '.join(f'{x:.4f}' for x in b)}  mean {statistics.mean(b):.4f}")
+print(f"  reclaim every {period:>3} s : {' '.join(f'{x:.4f}' for x in c)}  mean {statistics.mean(c):.4f}")
+print(f"  ratio of the means   : {statistics.mean(c) / statistics.mean(b):.4f}")
+if len(b) > 1:
+    print(f"  spread (max/min) of undisturbed {max(b) / min(b):.4f}, of reclaimed {max(c) / min(c):.4f}")
+PY
     ;;
-  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD] | eval [STEPS] [PERIOD]" >&2; exit 2 ;;
+  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD] | eval [STEPS] [PERIOD] [PAIRS]" >&2; exit 2 ;;
 esac

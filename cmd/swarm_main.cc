@@ -87,6 +87,12 @@ struct LocalCommand {
     cmd->add_option("--checkpoint-every", local.checkpoint_every,
                     "steps between checkpoints (default: 1 with preemptions, else 10, at most the spec's)")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--child-wrapper", local.child_wrapper,
+                    "start every child as WRAPPER ROLE ID EXE ARGS... (which execs EXE ARGS, e.g. in a network "
+                    "namespace: bench/net/regions.sh)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--registry-host", local.registry_host,
+                    "address the registry binds and peers reach it at")->capture_default_str();
   }
 
   // --workers-per-stage 4,1,1
@@ -147,8 +153,9 @@ struct WorkerCommand {
         ->capture_default_str();
     cmd->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
     cmd->add_option("--registry", worker.registry_url, "registry URL, http://host:port, or file:PATH (a file holding it, read again when the registry does not answer)")->required();
-    cmd->add_option("--host", worker.host, "address peers reach this worker at")->capture_default_str();
-    cmd->add_option("--port", worker.port, "data-plane port (0 = any)")->capture_default_str();
+    cmd->add_option("--host", worker.host, "address peers reach this worker at (and it binds)")
+        ->envname("SWARM_HOST")->capture_default_str();
+    cmd->add_option("--port", worker.port, "data-plane port (0 = any)")->envname("SWARM_PORT")->capture_default_str();
     cmd->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
     cmd->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
     cmd->add_option("--slowdown", worker.slowdown, "emulate a machine this many times slower (benchmarks)")

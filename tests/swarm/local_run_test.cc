@@ -279,3 +279,35 @@ TEST(LocalRun, EncryptedTransportTrainsAndResumesFromItsAuthenticatedCheckpoints
 }
 
 }  // namespace
+
+// --child-wrapper and --registry-host (bench/net/regions.sh puts each child into its own network
+// namespace this way): every child starts as WRAPPER ROLE ID EXE ARGS..., the registry binds the
+// given address and the peers reach it there, and a worker takes its address from SWARM_HOST.
+TEST(LocalRun, ChildWrapperStartsEveryChildWithItsRoleAndIdAndTheAddressesGiven) {
+  const auto dir = fresh_dir("wrapper");
+  const auto job = write_job(dir, R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 16}
+  training: {globalBatch: 16, microbatch: 4, maxSteps: 2, schedule: {warmupSteps: 1}}
+)");
+  const std::string wrapper = dir + "/wrap.sh", summary = dir + "/summary.json", logs = dir + "/logs";
+  std::ofstream(wrapper) << "#!/bin/sh\necho \"$1 $2\" >> " << dir << "/wrapped\n"
+                         << "[ \"$1\" = worker ] && export SWARM_HOST=127.0.0.2\nshift 2\nexec \"$@\"\n";
+  ::chmod(wrapper.c_str(), 0755);
+  ASSERT_EQ(run({"local", job, "--child-wrapper", wrapper, "--registry-host", "127.0.0.3", "--summary", summary,
+                 "--log-dir", logs, "--no-progress"},
+                dir + "/out.log", 180),
+            0)
+      << read_text(dir + "/out.log");
+  EXPECT_GE(read_json(summary)["steps"].get<int64_t>(), 2);
+  const std::string wrapped = read_text(dir + "/wrapped");
+  for (const char* line : {"registry registry\n", "worker stage0-w0\n", "worker stage1-w0\n", "trainer trainer0\n"})
+    EXPECT_NE(wrapped.find(line), std::string::npos) << line << " not in:\n" << wrapped;
+  EXPECT_EQ(read_json(logs + "/processes.json")[0]["url"].get<std::string>().rfind("http://127.0.0.3:", 0), 0u);
+  EXPECT_NE(read_text(logs + "/stage1-w0.log").find("127.0.0.2"), std::string::npos) << "SWARM_HOST not taken";
+
+  // A wrapper that does not exist is refused before anything starts.
+  EXPECT_NE(run({"local", job, "--child-wrapper", dir + "/missing.sh", "--log-dir", dir + "/l2", "--no-progress"},
+                dir + "/out2.log", 30),
+            0);
+  EXPECT_NE(read_text(dir + "/out2.log").find("missing.sh"), std::string::npos) << read_text(dir + "/out2.log");
+}

@@ -36,8 +36,9 @@ using subprocess::Subprocess;
 
 // One process of the run. `proc` owns it: a Child dropped while its process runs kills it.
 struct Child {
-  std::string name;   // "registry", "worker s0 #1", "trainer 0"
+  std::string name;   // "registry", "worker stage0-w1", "trainer trainer0"
   std::string role;
+  std::string id;     // "registry", "stage0-w1", "trainer0"
   int stage = -1;
   std::string log;    // relative to the log folder until started
   Subprocess proc;
@@ -173,8 +174,8 @@ void LocalRun::plan_processes() {
   threads_ = o_.threads_per_worker > 0 ? o_.threads_per_worker
              : spec_.workers.threads > 0 ? static_cast<int>(spec_.workers.threads)
                                          : std::max(1, cores / total_workers_);
-  registry_port_ = pick_free_port();
-  registry_url_ = "http://127.0.0.1:" + std::to_string(registry_port_);
+  registry_port_ = pick_free_port(o_.registry_host);
+  registry_url_ = "http://" + o_.registry_host + ":" + std::to_string(registry_port_);
   // Its requests are signed with the job secret, like every peer's (ensure_secret ran first).
   registry_ = std::make_unique<registry::RegistryClient>(registry_url_, std::chrono::milliseconds(1000),
                                                          resolve_secret(spec_.secret));
@@ -211,7 +212,8 @@ void LocalRun::start(Child c, const std::vector<std::string>& args) {
   full.insert(full.end(), args.begin(), args.end());
   subprocess::SpawnOptions so;
   so.log_path = c.log;
-  c.proc = Subprocess(o_.self_exe, full, so);
+  if (!o_.child_wrapper.empty()) full.insert(full.begin(), {c.role, c.id, o_.self_exe});
+  c.proc = Subprocess(o_.child_wrapper.empty() ? o_.self_exe : o_.child_wrapper, full, so);
   children_.push_back(std::move(c));
 }
 
@@ -223,8 +225,8 @@ int LocalRun::fail(const std::string& why) {
 }
 
 void LocalRun::start_registry() {
-  start({"registry", "registry", -1, "registry.log", {}},
-        {"registry", "--host", "127.0.0.1", "--port", std::to_string(registry_port_), "--peer-expiry",
+  start({"registry", "registry", "registry", -1, "registry.log", {}},
+        {"registry", "--host", o_.registry_host, "--port", std::to_string(registry_port_), "--peer-expiry",
          std::to_string(spec_.timeouts.peer_expiry_seconds), "--job", o_.job_path});
 }
 
@@ -290,7 +292,7 @@ void LocalRun::start_worker(const std::string& id, int s) {
   if (checkpoint_every_ > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(checkpoint_every_)});
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
-  start({"worker " + id, "worker", s, id + ".log", {}}, args);
+  start({"worker " + id, "worker", id, s, id + ".log", {}}, args);
 }
 
 void LocalRun::start_workers() {
@@ -310,7 +312,7 @@ void LocalRun::start_trainers() {
                                      std::to_string(max_steps_)};
     if (o_.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o_.max_seconds)});
     if (gpipe) args.push_back("--gpipe");
-    start({"trainer " + id, "trainer", -1, id + ".log", {}}, args);
+    start({"trainer " + id, "trainer", id, -1, id + ".log", {}}, args);
   }
 }
 

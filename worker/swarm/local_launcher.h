@@ -36,6 +36,12 @@ struct LocalOptions {
   // checkpoint_every > 0 overrides the interval (and asks for checkpoints in any case).
   bool no_checkpoints = false;
   int64_t checkpoint_every = 0;
+  // Emulated networks (bench/net/regions.sh): every child process is started as
+  // `child_wrapper ROLE ID EXE ARGS...` (ROLE registry|worker|trainer, ID its name), which must exec
+  // EXE with ARGS, e.g. inside a network namespace. The registry binds `registry_host`, and every
+  // peer reaches it there.
+  std::string child_wrapper;     // "" = start children directly
+  std::string registry_host = "127.0.0.1";
 };
 
 // Exit status of run_local when the job failed (a stage came back without its state after the
