@@ -34,6 +34,13 @@ def compute_fraction(r):
     return [ci / (ci + wi) if ci + wi > 0 else 0.0 for ci, wi in zip(c, w)]
 
 
+def busy_fraction(r):
+    """Per stage: the share of its peers' training time spent computing (the rest they wait for
+    work: for the network, for the trainer, or for the other stage)."""
+    c, peers, t = r.get("stage_compute_seconds") or [], r.get("peers_per_stage") or [], r["train_seconds"]
+    return [ci / (p * t) if p and t > 0 else 0.0 for ci, p in zip(c, peers)]
+
+
 print(f"{steps} steps a run; swarm with workers per stage {counts}, gpipe with 1; between regions as named, "
       "inside a region 1 Gbit/s 0.5 ms; region a: trainers + stage 0, region b: the other stages")
 print(f"{'network':>18} {'compression':>11} {'swarm':>7} {'gpipe':>7} {'swarm/gpipe':>11} "
@@ -58,14 +65,16 @@ print(f"  swarm slowed / gpipe slowed: {sps(ss) / sps(gs):.2f}")
 
 print(f"\nsquare-cube sweep, 100 Mbit/s 25 ms between regions, no compression, {sweep_steps} x 1024 / hidden steps a run:")
 print(f"{'hidden':>7} {'swarm':>7} {'gpipe':>7} {'swarm/gpipe':>11} {'bytes/sample':>12}   "
-      "per stage, compute / (compute + wait) of the trainers' requests (swarm | gpipe); wait = network + queue")
+      "per stage: busy (compute / its peers' time) swarm | gpipe;  compute / (compute + wait) of the trainers' "
+      "requests swarm | gpipe (wait = network + queue)")
+fmt = lambda xs: " ".join(f"{x:.2f}" for x in xs)
 sweep_rows = []
 for h in sweep:
     s, g = load(f"swarm-h{h}"), load(f"gpipe-h{h}")
-    fs, fg = compute_fraction(s), compute_fraction(g)
-    sweep_rows.append((h, sps(s), sps(g), fs, fg))
+    bs, bg = busy_fraction(s), busy_fraction(g)
+    sweep_rows.append((h, sps(s), sps(g), bs, bg))
     print(f"{h:>7} {sps(s):>7.1f} {sps(g):>7.1f} {sps(s) / sps(g):>11.2f} {s['wire_bytes_per_sample']:>12.0f}   "
-          f"{' '.join(f'{x:.2f}' for x in fs)} | {' '.join(f'{x:.2f}' for x in fg)}")
+          f"{fmt(bs)} | {fmt(bg)};  {fmt(compute_fraction(s))} | {fmt(compute_fraction(g))}")
 
 fig, ax = plt.subplots(figsize=(8, 4))
 labels = [f"{n}\n{c}" for n, c, _, _ in rows]
@@ -95,10 +104,10 @@ for st in range(stages):
     ax2.plot(hs, [r[3][st] for r in sweep_rows], "o-", label=f"swarm stage {st}")
     ax2.plot(hs, [r[4][st] for r in sweep_rows], "s--", label=f"gpipe stage {st}")
 ax2.set_xscale("log", base=2)
-ax2.set_ylim(0, 1)
+ax2.set_ylim(0, 1.1)
 ax2.set_xlabel("hidden size")
-ax2.set_ylabel("compute / (compute + wait)")
-ax2.set_title("square-cube: share of time computing")
+ax2.set_ylabel("busy: compute seconds / (peers x training seconds)")
+ax2.set_title("square-cube: share of each stage's time computing")
 ax2.legend(fontsize=7)
 fig.tight_layout()
 fig.savefig(os.path.join(docs, "network-sweep.png"), dpi=110)
