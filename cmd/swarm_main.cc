@@ -17,6 +17,8 @@
 
 #include "common/job_spec.h"
 #include "registry/registry_server.h"
+#include "worker/data/token_file.h"
+#include "worker/data/tokenizer.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/local_launcher.h"
 #include "worker/swarm/stage_server.h"
@@ -283,6 +285,67 @@ struct RegistryCommand {
   }
 };
 
+// swarm tokenize: text files and directories -> one pre-tokenized corpus (token_file.h).
+struct TokenizeCommand {
+  std::vector<std::string> inputs;
+  std::string out, job, kind = "bytes", model;
+  CLI::App* cmd = nullptr;
+
+  void add_to(CLI::App& app) {
+    cmd = app.add_subcommand("tokenize", "pre-tokenize text files and directories into one token file");
+    cmd->add_option("inputs", inputs, "text files or directories (read as spec.training.dataset reads them)")
+        ->required()->check(CLI::ExistingPath);
+    cmd->add_option("--out", out, "the token file to write (atomically)")->required();
+    cmd->add_option("--tokenizer", kind, "bytes | sentencepiece")->check(CLI::IsMember({"bytes", "sentencepiece"}))
+        ->capture_default_str();
+    cmd->add_option("--model", model, "the SentencePiece .model file (--tokenizer sentencepiece)");
+    cmd->add_option("--job", job, "take the tokenizer from this SwarmJob's spec.training.tokenizer instead")
+        ->check(CLI::ExistingFile);
+  }
+
+  swarm::data::Tokenizer tokenizer() const {
+    if (!job.empty()) return swarm::data::Tokenizer::from_spec(swarm::load_job_spec(job).training.tokenizer);
+    if (kind == "sentencepiece") {
+      if (model.empty()) throw std::invalid_argument("--tokenizer sentencepiece needs --model PATH");
+      return swarm::data::Tokenizer::sentencepiece(model);
+    }
+    if (!model.empty()) throw std::invalid_argument("--model is only for --tokenizer sentencepiece");
+    return swarm::data::Tokenizer::bytes();
+  }
+
+  int run() {
+    const auto tok = tokenizer();
+    std::vector<uint32_t> ids;
+    const auto started = std::chrono::steady_clock::now();
+    size_t done = 0, total = 0;
+    std::vector<swarm::data::TextDataset> sets;
+    for (const auto& in : inputs) total += sets.emplace_back(swarm::data::TextDataset::load(in, 0.0)).train_bytes();
+    const bool tty = ::isatty(2);
+    for (const auto& ds : sets) {
+      std::string_view text = ds.train();
+      while (!text.empty()) {  // ~1 MiB at a time, cut after a newline where there is one
+        size_t n = std::min<size_t>(text.size(), 1 << 20);
+        if (n < text.size()) {
+          const size_t nl = text.rfind('\n', n);
+          if (nl != std::string_view::npos && nl > 0) n = nl + 1;
+        }
+        tok.encode(text.substr(0, n), ids);
+        text.remove_prefix(n);
+        done += n;
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (tty)
+          std::fprintf(stderr, "\rtokenize: %.1f / %.1f MB, %.1f MB/s, %zu tokens", done / 1e6, total / 1e6,
+                       done / 1e6 / std::max(s, 1e-9), ids.size());
+      }
+    }
+    swarm::data::write_token_file(out, static_cast<uint64_t>(tok.vocab_size()), ids);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    std::fprintf(stderr, "%stokenize: %.1f MB of text -> %zu tokens (%s) in %.2f s, %.1f MB/s -> %s\n", tty ? "\n" : "",
+                 done / 1e6, ids.size(), tok.describe().c_str(), s, done / 1e6 / std::max(s, 1e-9), out.c_str());
+    return 0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,6 +361,8 @@ int main(int argc, char** argv) {
   trainer.add_to(app);
   RegistryCommand registry;
   registry.add_to(app);
+  TokenizeCommand tokenize;
+  tokenize.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -308,6 +373,7 @@ int main(int argc, char** argv) {
     if (*worker.cmd) return worker.run();
     if (*trainer.cmd) return trainer.run();
     if (*registry.cmd) return registry.run();
+    if (*tokenize.cmd) return tokenize.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -39,6 +39,8 @@ constexpr Spelling<OptimizerKind> kOptimizers[] = {{OptimizerKind::AdamW, "adamw
 constexpr Spelling<ScheduleKind> kSchedules[] = {{ScheduleKind::Constant, "constant"},
                                                  {ScheduleKind::Linear, "linear"},
                                                  {ScheduleKind::Cosine, "cosine"}};
+constexpr Spelling<TokenizerKind> kTokenizers[] = {{TokenizerKind::Bytes, "bytes"},
+                                                   {TokenizerKind::SentencePiece, "sentencepiece"}};
 
 template <class E, std::size_t N>
 const char* name_of(const Spelling<E> (&table)[N], E value) {
@@ -70,6 +72,8 @@ const char* to_string(Transport t) { return name_of(kTransports, t); }
 std::optional<Transport> parse_transport(std::string_view s) { return value_of(kTransports, s); }
 const char* to_string(OptimizerKind k) { return name_of(kOptimizers, k); }
 const char* to_string(ScheduleKind k) { return name_of(kSchedules, k); }
+const char* to_string(TokenizerKind k) { return name_of(kTokenizers, k); }
+std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s) { return value_of(kTokenizers, s); }
 std::optional<Compression> parse_compression(std::string_view s) {
   return value_of(kCompressions, s);
 }

@@ -84,6 +84,13 @@ struct AveragingSpec {
   std::int64_t block_size = 4096;              // blockSize: values per blockwise8 block, 16..65535
 };
 
+// spec.training.tokenizer: how text becomes token ids.
+enum class TokenizerKind { Bytes, SentencePiece };
+struct TokenizerSpec {
+  TokenizerKind kind = TokenizerKind::Bytes;  // kind: bytes (one token per byte) | sentencepiece
+  std::string model;                          // model: the SentencePiece .model file (sentencepiece only)
+};
+
 // spec.training.dataset
 struct DatasetSpec {
   std::string path = "/usr/share/games/fortunes";  // path: a text file or a directory of them
@@ -116,6 +123,7 @@ struct TrainingSpec {
   std::int64_t eval_batches = 8;   // evalBatches, 0..65536: validation microbatches each trainer
                                    // evaluates at the end (the eval loss); 0 = no evaluation
   std::uint64_t seed = 1;          // seed
+  TokenizerSpec tokenizer;         // tokenizer
   DatasetSpec dataset;             // dataset
   OptimizerSpec optimizer;         // optimizer
   ScheduleSpec schedule;           // schedule
@@ -268,10 +276,12 @@ const char* to_string(Compression c);
 const char* to_string(OptimizerKind k);
 const char* to_string(Transport t);
 const char* to_string(ScheduleKind k);
+const char* to_string(TokenizerKind k);
 std::optional<Compression> parse_compression(std::string_view s);
 std::optional<OptimizerKind> parse_optimizer_kind(std::string_view s);
 std::optional<Transport> parse_transport(std::string_view s);
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view s);
+std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s);
 
 // Kubernetes name rules. A DNS-1123 label: 1..63 of [a-z0-9-], starting and ending with [a-z0-9].
 // A DNS-1123 subdomain: 1..253 chars, dot-separated labels.

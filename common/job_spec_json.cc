@@ -265,6 +265,12 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   r.get("evalBatches", t.eval_batches);
   r.get("seed", t.seed);
   {
+    Reader k = r.object("tokenizer");
+    k.get_enum("kind", t.tokenizer.kind, parse_tokenizer_kind, "bytes, sentencepiece");
+    k.get("model", t.tokenizer.model);
+    k.finish();
+  }
+  {
     Reader d = r.object("dataset");
     d.get("path", t.dataset.path);
     d.finish();
@@ -453,6 +459,7 @@ nlohmann::json to_json(const JobSpec& s) {
         {"maxSteps", t.max_steps},
         {"evalBatches", t.eval_batches},
         {"seed", t.seed},
+        {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
         {"dataset", {{"path", t.dataset.path}}},
         {"optimizer",
          {{"name", to_string(t.optimizer.name)},

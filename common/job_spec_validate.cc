@@ -148,6 +148,11 @@ void check_training(const TrainingSpec& t, Rules& r) {
   bool steps = r.at_least(p + "maxSteps", t.max_steps, 1);
   r.range(p + "evalBatches", t.eval_batches, 0, 65536);
   r.non_empty(p + "dataset.path", t.dataset.path);
+  if (t.tokenizer.kind == TokenizerKind::SentencePiece) {
+    r.non_empty(p + "tokenizer.model", t.tokenizer.model);
+  } else if (!t.tokenizer.model.empty()) {
+    r.error(p + "tokenizer.model", "is only for kind sentencepiece (kind is bytes), got \"" + t.tokenizer.model + "\"");
+  }
 
   const std::string o = p + "optimizer.";
   r.number(o + "learningRate", t.optimizer.learning_rate, gt(0), le(10));

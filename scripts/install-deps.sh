@@ -9,6 +9,8 @@ packages=(
   libcpprest-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
   prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libasio-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsentencepiece-dev sentencepiece         # SentencePiece tokenizers; spm_train for the tests
+  iproute2 iptables                          # emulated regions (bench/net/regions.sh)
   clang                                       # thread-safety analysis of control and data plane (tests/tsa)
   libclang-rt-dev                             # libFuzzer and the sanitizer runtimes (tests/fuzz)
   fortunes fortunes-min                       # the default training text

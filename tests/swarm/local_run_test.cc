@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -310,4 +311,59 @@ TEST(LocalRun, ChildWrapperStartsEveryChildWithItsRoleAndIdAndTheAddressesGiven)
                 dir + "/out2.log", 30),
             0);
   EXPECT_NE(read_text(dir + "/out2.log").find("missing.sh"), std::string::npos) << read_text(dir + "/out2.log");
+}
+
+// spec.training.tokenizer sentencepiece on a corpus pre-tokenized by `swarm tokenize`: a model
+// trained with spm_train, the default text tokenized, a small job trained on it; a vocabulary
+// smaller than the tokenizer's is refused by name.
+TEST(LocalRun, ASentencePieceTokenizedCorpusTrains) {
+  const auto dir = fresh_dir("sentencepiece");
+  const std::string corpus = dir + "/corpus.txt", model = dir + "/sp.model", tok = dir + "/fortunes.tok";
+  {
+    std::string text = read_text("/usr/share/games/fortunes/computers");
+    std::ofstream(corpus) << text.substr(0, 300000);
+  }
+  ASSERT_EQ(std::system(("spm_train --input=" + corpus + " --model_prefix=" + dir +
+                         "/sp --vocab_size=384 --byte_fallback=true --minloglevel=2 > " + dir + "/spm.log 2>&1")
+                            .c_str()),
+            0)
+      << read_text(dir + "/spm.log");
+  ASSERT_EQ(run({"tokenize", "--tokenizer", "sentencepiece", "--model", model, "/usr/share/games/fortunes", "--out", tok},
+                dir + "/tokenize.log", 120),
+            0)
+      << read_text(dir + "/tokenize.log");
+  EXPECT_NE(read_text(dir + "/tokenize.log").find("MB/s"), std::string::npos) << read_text(dir + "/tokenize.log");
+  const std::string body = R"(
+  model: {vocabSize: VOCAB, hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 32}
+  training:
+    globalBatch: 16
+    microbatch: 4
+    maxSteps: 4
+    schedule: {warmupSteps: 1}
+    tokenizer: {kind: sentencepiece, model: MODEL}
+    dataset: {path: TOK}
+)";
+  auto job_with = [&](const std::string& vocab) {
+    std::string b = body;
+    b.replace(b.find("VOCAB"), 5, vocab);
+    b.replace(b.find("MODEL"), 5, model);
+    b.replace(b.find("TOK"), 3, tok);
+    return b;
+  };
+  const auto job = write_job(dir, job_with("384"));
+  const std::string summary = dir + "/summary.json";
+  ASSERT_EQ(run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress"}, dir + "/out.log", 180), 0)
+      << read_text(dir + "/out.log");
+  const auto s = read_json(summary);
+  EXPECT_GE(s["steps"].get<int64_t>(), 4);
+  EXPECT_LT(s["loss_last"].get<double>(), s["loss_first"].get<double>()) << s.dump();
+  EXPECT_LT(s["loss_first"].get<double>(), 1.2 * std::log(384.0)) << "the first loss is about ln(vocabulary)";
+
+  fs::create_directories(dir + "/small");
+  const auto small = write_job(dir + "/small", job_with("256"));
+  EXPECT_NE(run({"local", small, "--log-dir", dir + "/small/logs", "--no-progress", "--max-seconds", "20"},
+                dir + "/small.log", 120),
+            0);
+  const std::string why = read_text(dir + "/small.log") + read_text(dir + "/small/logs/trainer0.log");
+  EXPECT_NE(why.find("spec.model.vocabSize: 256"), std::string::npos) << why;
 }

@@ -9,6 +9,9 @@
 #include <map>
 #include <system_error>
 
+#include "worker/data/token_file.h"
+#include "worker/data/tokenizer.h"
+
 namespace swarm::data {
 namespace {
 
@@ -98,7 +101,7 @@ std::vector<fs::path> dedupe(std::vector<Candidate> candidates) {
 
 }  // namespace
 
-TextDataset TextDataset::load(const std::string& path, double validation_fraction) {
+TextDataset TextDataset::load(const std::string& path, double validation_fraction, const Tokenizer* tokenizer) {
   if (path.empty()) throw DatasetError("dataset: empty path");
   if (!(validation_fraction >= 0 && validation_fraction < 1)) {
     throw DatasetError("dataset " + path + ": validation fraction " +
@@ -109,6 +112,7 @@ TextDataset TextDataset::load(const std::string& path, double validation_fractio
   const fs::file_status st = fs::status(root, ec);
   if (!fs::exists(st)) throw DatasetError("dataset path does not exist: " + path);
 
+  if (fs::is_regular_file(st) && is_token_file(path)) return load_token_file(path, validation_fraction, tokenizer);
   std::vector<fs::path> paths;
   bool single_file = false;
   if (fs::is_regular_file(st)) {
@@ -122,6 +126,7 @@ TextDataset TextDataset::load(const std::string& path, double validation_fractio
 
   auto data = std::make_shared<Data>();
   data->path = path;
+  data->tokenized = tokenizer != nullptr && tokenizer->kind() != TokenizerKind::Bytes;
   std::vector<std::string> texts;
   std::string text;
   for (const auto& p : paths) {
@@ -152,7 +157,32 @@ TextDataset TextDataset::load(const std::string& path, double validation_fractio
     before += t.size();
     data->train.append(t, 0, t.size() - val);
     data->validation.append(t, t.size() - val, val);
+    if (data->tokenized) {
+      tokenizer->encode(std::string_view(t).substr(0, t.size() - val), data->train_ids);
+      tokenizer->encode(std::string_view(t).substr(t.size() - val), data->validation_ids);
+    }
   }
+  return TextDataset(std::move(data));
+}
+
+// A pre-tokenized corpus (`swarm tokenize`): its last `validation_fraction` of ids is validation.
+// It must have been written with the job's tokenizer (the same vocabulary).
+TextDataset TextDataset::load_token_file(const std::string& path, double validation_fraction,
+                                         const Tokenizer* tokenizer) {
+  TokenFile f = read_token_file(path);
+  const int64_t want = tokenizer ? tokenizer->vocab_size() : 256;
+  if (static_cast<int64_t>(f.vocab_size) != want)
+    throw DatasetError("dataset " + path + ": written with a vocabulary of " + std::to_string(f.vocab_size) +
+                       ", but spec.training.tokenizer (" + (tokenizer ? tokenizer->describe() : "bytes") + ") has " +
+                       std::to_string(want));
+  auto data = std::make_shared<Data>();
+  data->path = path;
+  data->files = {path};
+  data->tokenized = true;
+  const auto val = static_cast<size_t>(std::floor(static_cast<double>(f.ids.size()) * validation_fraction));
+  data->validation_ids.assign(f.ids.end() - static_cast<std::ptrdiff_t>(val), f.ids.end());
+  f.ids.resize(f.ids.size() - val);
+  data->train_ids = std::move(f.ids);
   return TextDataset(std::move(data));
 }
 
@@ -162,6 +192,10 @@ std::vector<std::string> TextDataset::files() const { return data_->files; }
 const std::string& TextDataset::path() const { return data_->path; }
 std::string_view TextDataset::train() const { return data_->train; }
 std::string_view TextDataset::validation() const { return data_->validation; }
+size_t TextDataset::train_tokens() const { return data_->tokenized ? data_->train_ids.size() : data_->train.size(); }
+size_t TextDataset::validation_tokens() const {
+  return data_->tokenized ? data_->validation_ids.size() : data_->validation.size();
+}
 
 BatchSampler::BatchSampler(const TextDataset& dataset, int64_t sequence_length, uint64_t seed,
                            int stream)
@@ -170,10 +204,9 @@ BatchSampler::BatchSampler(const TextDataset& dataset, int64_t sequence_length, 
     throw std::invalid_argument("BatchSampler: sequence_length must be >= 1");
   }
   const auto need = static_cast<uint64_t>(sequence_length) + 1;
-  if (data_->train.size() < need) {
-    throw DatasetError("dataset " + data_->path + ": training split has " +
-                       std::to_string(data_->train.size()) +
-                       " bytes, fewer than one sequence (" + std::to_string(need) + " bytes)");
+  if (dataset.train_tokens() < need) {
+    throw DatasetError("dataset " + data_->path + ": training split has " + std::to_string(dataset.train_tokens()) +
+                       " tokens, fewer than one sequence (" + std::to_string(need) + " tokens)");
   }
   // std::seed_seq and mt19937_64 are fully specified by the standard: same stream everywhere.
   const auto s = static_cast<uint32_t>(stream);
@@ -194,14 +227,25 @@ uint64_t BatchSampler::below(uint64_t n) {
 
 namespace {
 
-void fill(std::string_view bytes, int64_t start, int64_t t, int64_t row, std::vector<int64_t>& in,
+template <class Token>
+void fill(const Token* tokens, int64_t start, int64_t t, int64_t row, std::vector<int64_t>& in,
           std::vector<int64_t>& tg) {
-  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data()) + start;
+  const Token* b = tokens + start;
   int64_t* ip = in.data() + row * t;
   int64_t* tp = tg.data() + row * t;
   for (int64_t j = 0; j < t; ++j) {
     ip[j] = b[j];
     tp[j] = b[j + 1];
+  }
+}
+
+// The window of `t` + 1 tokens at `start` of the training or validation split.
+void fill_from(const std::string& bytes, const std::vector<uint32_t>& ids, bool tokenized, int64_t start, int64_t t,
+               int64_t row, std::vector<int64_t>& in, std::vector<int64_t>& tg) {
+  if (tokenized) {
+    fill(ids.data(), start, t, row, in, tg);
+  } else {
+    fill(reinterpret_cast<const unsigned char*>(bytes.data()), start, t, row, in, tg);
   }
 }
 
@@ -217,14 +261,16 @@ void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs,
   const int64_t t = sequence_length_;
   inputs.resize(static_cast<size_t>(batch * t));
   targets.resize(static_cast<size_t>(batch * t));
-  const uint64_t starts = data_->train.size() - static_cast<uint64_t>(t);  // >= 1
+  const size_t n = data_->tokenized ? data_->train_ids.size() : data_->train.size();
+  const uint64_t starts = n - static_cast<uint64_t>(t);  // >= 1
   for (int64_t r = 0; r < batch; ++r) {
-    fill(data_->train, static_cast<int64_t>(below(starts)), t, r, inputs, targets);
+    fill_from(data_->train, data_->train_ids, data_->tokenized, static_cast<int64_t>(below(starts)), t, r, inputs,
+              targets);
   }
 }
 
 int64_t BatchSampler::validation_windows() const {
-  const auto n = static_cast<int64_t>(data_->validation.size());
+  const auto n = static_cast<int64_t>(data_->tokenized ? data_->validation_ids.size() : data_->validation.size());
   return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
 }
 
@@ -236,15 +282,15 @@ void BatchSampler::validation_batch(int64_t batch, int64_t index, std::vector<in
   const int64_t t = sequence_length_;
   if (windows == 0) {
     throw DatasetError("dataset " + data_->path + ": validation split has " +
-                       std::to_string(data_->validation.size()) +
-                       " bytes, fewer than one sequence (" + std::to_string(t + 1) + " bytes)");
+                       std::to_string(data_->tokenized ? data_->validation_ids.size() : data_->validation.size()) +
+                       " tokens, fewer than one sequence (" + std::to_string(t + 1) + " tokens)");
   }
   inputs.resize(static_cast<size_t>(batch * t));
   targets.resize(static_cast<size_t>(batch * t));
   const int64_t first = (index % windows) * (batch % windows) % windows;
   for (int64_t r = 0; r < batch; ++r) {
     const int64_t w = (first + r) % windows;
-    fill(data_->validation, w * t, t, r, inputs, targets);
+    fill_from(data_->validation, data_->validation_ids, data_->tokenized, w * t, t, r, inputs, targets);
   }
 }
 

@@ -1,4 +1,5 @@
-// Byte-level text data for the trainers (vocabulary 256: one token per byte).
+// Text data for the trainers: bytes (vocabulary 256: one token per byte), or the ids of a
+// tokenizer (tokenizer.h: SentencePiece), taken from the same text.
 //
 // TextDataset::load() reads a text file, or every text file under a directory (recursively), into
 // memory and splits it into a training and a validation part (the last `validation_fraction` of
@@ -29,10 +30,16 @@ class DatasetError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+class Tokenizer;
+
 class TextDataset {
  public:
   // Throws DatasetError: missing path, no text files found, unreadable file, bad fraction.
-  static TextDataset load(const std::string& path, double validation_fraction = 0.02);
+  // A single file written by `swarm tokenize` (token_file.h) is read as ids (its vocabulary must be
+  // the tokenizer's; bytes when `tokenizer` is null). With a SentencePiece `tokenizer`, each file's training and validation parts are encoded
+  // separately, and the samplers draw windows of token ids; bytes (or none) samples the bytes.
+  static TextDataset load(const std::string& path, double validation_fraction = 0.02,
+                          const Tokenizer* tokenizer = nullptr);
 
   size_t train_bytes() const;
   size_t validation_bytes() const;
@@ -40,6 +47,9 @@ class TextDataset {
   const std::string& path() const;         // as given to load()
   std::string_view train() const;
   std::string_view validation() const;
+  // Tokens the samplers draw from: the bytes, or the tokenizer's ids.
+  size_t train_tokens() const;
+  size_t validation_tokens() const;
 
   static constexpr int64_t kVocabSize = 256;
 
@@ -50,8 +60,12 @@ class TextDataset {
     std::vector<std::string> files;
     std::string train;
     std::string validation;
+    bool tokenized = false;  // the samplers read train_ids / validation_ids, not the bytes
+    std::vector<uint32_t> train_ids;
+    std::vector<uint32_t> validation_ids;
   };
   explicit TextDataset(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+  static TextDataset load_token_file(const std::string& path, double validation_fraction, const Tokenizer* tokenizer);
   std::shared_ptr<const Data> data_;  // shared with samplers: cheap copies, no dangling
 };
 

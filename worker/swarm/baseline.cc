@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "worker/data/text_dataset.h"
+#include "worker/data/tokenizer.h"
 #include "worker/model/device.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
@@ -28,7 +29,7 @@ class SingleProcess {
       : spec_(spec),
         options_(options),
         device_(model::pick_device(spec.workers.device)),
-        dataset_(data::TextDataset::load(spec.training.dataset.path)),
+        dataset_(data::load_dataset(spec)),
         sampler_(dataset_, spec.model.sequence_length, spec.training.seed, 0),
         B_(spec.training.microbatch),
         T_(spec.model.sequence_length),

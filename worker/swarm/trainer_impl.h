@@ -14,6 +14,7 @@
 #include "planner/stage_router.h"
 #include "registry/registry_client.h"
 #include "worker/data/text_dataset.h"
+#include "worker/data/tokenizer.h"
 #include "worker/net/client.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
@@ -32,7 +33,7 @@ struct Trainer::Impl {
   explicit Impl(TrainerOptions o)
       : opt(std::move(o)),
         stages(opt.spec.pipeline.stages),
-        dataset(data::TextDataset::load(opt.spec.training.dataset.path)),
+        dataset(data::load_dataset(opt.spec)),
         sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
         stage_step(stages) {
     if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
