@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,6 +22,19 @@ void set_error(char* err, size_t err_len, const std::string& what) {
   if (err == nullptr || err_len == 0) return;
   std::strncpy(err, what.c_str(), err_len - 1);
   err[err_len - 1] = '\0';
+}
+
+// A malloc'd copy of `n` values for the caller (swarm_sp_free): 0, or -1 and the error.
+template <class T>
+int copy_out(const T* values, size_t n, T** out, size_t* out_n, char* err, size_t err_len) {
+  *out = static_cast<T*>(std::malloc(std::max<size_t>(1, n) * sizeof(T)));
+  if (*out == nullptr) {
+    set_error(err, err_len, "out of memory");
+    return -1;
+  }
+  if (n > 0) std::memcpy(*out, values, n * sizeof(T));
+  *out_n = n;
+  return 0;
 }
 
 sentencepiece::SentencePieceProcessor* sp(void* h) { return static_cast<sentencepiece::SentencePieceProcessor*>(h); }
@@ -53,14 +67,8 @@ SWARM_SP_EXPORT int swarm_sp_encode(void* h, const char* text, size_t len, int32
     set_error(err, err_len, status.ToString());
     return -1;
   }
-  *n = out.size();
-  *ids = static_cast<int32_t*>(std::malloc(std::max<size_t>(1, out.size()) * sizeof(int32_t)));
-  if (*ids == nullptr) {
-    set_error(err, err_len, "out of memory");
-    return -1;
-  }
-  for (size_t i = 0; i < out.size(); ++i) (*ids)[i] = out[i];
-  return 0;
+  const std::vector<int32_t> ids32(out.begin(), out.end());
+  return copy_out(ids32.data(), ids32.size(), ids, n, err, err_len);
 }
 
 SWARM_SP_EXPORT int swarm_sp_decode(void* h, const int32_t* ids, size_t n, char** text, size_t* len, char* err,
@@ -72,12 +80,5 @@ SWARM_SP_EXPORT int swarm_sp_decode(void* h, const int32_t* ids, size_t n, char*
     set_error(err, err_len, status.ToString());
     return -1;
   }
-  *len = out.size();
-  *text = static_cast<char*>(std::malloc(std::max<size_t>(1, out.size())));
-  if (*text == nullptr) {
-    set_error(err, err_len, "out of memory");
-    return -1;
-  }
-  std::memcpy(*text, out.data(), out.size());
-  return 0;
+  return copy_out(out.data(), out.size(), text, len, err, err_len);
 }
