@@ -192,10 +192,8 @@ std::vector<std::string> TextDataset::files() const { return data_->files; }
 const std::string& TextDataset::path() const { return data_->path; }
 std::string_view TextDataset::train() const { return data_->train; }
 std::string_view TextDataset::validation() const { return data_->validation; }
-size_t TextDataset::train_tokens() const { return data_->tokenized ? data_->train_ids.size() : data_->train.size(); }
-size_t TextDataset::validation_tokens() const {
-  return data_->tokenized ? data_->validation_ids.size() : data_->validation.size();
-}
+size_t TextDataset::train_tokens() const { return data_->train_tokens(); }
+size_t TextDataset::validation_tokens() const { return data_->validation_tokens(); }
 
 BatchSampler::BatchSampler(const TextDataset& dataset, int64_t sequence_length, uint64_t seed,
                            int stream)
@@ -261,8 +259,7 @@ void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs,
   const int64_t t = sequence_length_;
   inputs.resize(static_cast<size_t>(batch * t));
   targets.resize(static_cast<size_t>(batch * t));
-  const size_t n = data_->tokenized ? data_->train_ids.size() : data_->train.size();
-  const uint64_t starts = n - static_cast<uint64_t>(t);  // >= 1
+  const uint64_t starts = data_->train_tokens() - static_cast<uint64_t>(t);  // >= 1
   for (int64_t r = 0; r < batch; ++r) {
     fill_from(data_->train, data_->train_ids, data_->tokenized, static_cast<int64_t>(below(starts)), t, r, inputs,
               targets);
@@ -270,7 +267,7 @@ void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs,
 }
 
 int64_t BatchSampler::validation_windows() const {
-  const auto n = static_cast<int64_t>(data_->tokenized ? data_->validation_ids.size() : data_->validation.size());
+  const auto n = static_cast<int64_t>(data_->validation_tokens());
   return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
 }
 
@@ -282,7 +279,7 @@ void BatchSampler::validation_batch(int64_t batch, int64_t index, std::vector<in
   const int64_t t = sequence_length_;
   if (windows == 0) {
     throw DatasetError("dataset " + data_->path + ": validation split has " +
-                       std::to_string(data_->tokenized ? data_->validation_ids.size() : data_->validation.size()) +
+                       std::to_string(data_->validation_tokens()) +
                        " tokens, fewer than one sequence (" + std::to_string(t + 1) + " tokens)");
   }
   inputs.resize(static_cast<size_t>(batch * t));

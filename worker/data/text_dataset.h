@@ -63,6 +63,9 @@ class TextDataset {
     bool tokenized = false;  // the samplers read train_ids / validation_ids, not the bytes
     std::vector<uint32_t> train_ids;
     std::vector<uint32_t> validation_ids;
+    // The tokens the samplers draw from in each split: ids when tokenized, else bytes.
+    size_t train_tokens() const { return tokenized ? train_ids.size() : train.size(); }
+    size_t validation_tokens() const { return tokenized ? validation_ids.size() : validation.size(); }
   };
   explicit TextDataset(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
   static TextDataset load_token_file(const std::string& path, double validation_fraction, const Tokenizer* tokenizer);
