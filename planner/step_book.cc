@@ -140,6 +140,30 @@ GroupView StepBook::group(int stage, int64_t step, int attempt, const PeerTable&
   return view;
 }
 
+GroupView StepBook::restore(int stage, int64_t step, int attempt, const std::vector<Member>& members,
+                            double now) {
+  GroupView view;
+  if (is_garbage(stage, step) || members.empty()) return view;
+  Step& rd = touch(stage, step);
+  auto [it, created] = rd.groups.try_emplace(attempt);
+  Group& g = it->second;
+  if (created) {
+    g.opened_at = now;
+  }
+  if (!g.ready) {
+    std::map<std::string, Member> sorted;
+    for (const Member& m : members) sorted[m.peer_id] = m;
+    g.ready = true;
+    g.members.clear();
+    for (const auto& [id, m] : sorted) g.members.push_back(m);
+    g.joined.clear();
+  }
+  view.state = GroupView::Ready;
+  view.members = g.members;
+  if (!view.members.empty()) view.leader = view.members.front().peer_id;
+  return view;
+}
+
 int64_t StepBook::abandon(int stage, const std::string& peer) {
   auto st = stages_.find(stage);
   if (st == stages_.end()) return 0;

@@ -18,6 +18,10 @@
 // already be averaging without it; at that moment, observed by group(), it turns Ready and its
 // members (joined peers still live, sorted by peer_id) are frozen. A join after that is Closed.
 //
+// Restarts. A registry that restarts loses every group. Peers that saw their group Ready go on
+// with it (a push to the leader, or the leader's gather) and re-tell it (restore) while they
+// average; peers that had not yet seen it join again and are given that group.
+//
 // Garbage collection. Per stage the book keeps the newest step it has seen and the 4 before it.
 // A step older than that is finished as far as the book is concerned: progress reports say
 // target_reached, joins are Closed, group() says Unknown.
@@ -81,6 +85,14 @@ class StepBook {
   // before every peer re-announced) only the gather window closes a group.
   GroupView group(int stage, int64_t step, int attempt, const PeerTable& peers, double now,
                   bool membership_known = true);
+
+  // A member of a group that turned Ready re-tells its frozen `members` (a registry restarted
+  // since then has lost it). A group this book does not hold, or holds gathering, becomes Ready
+  // with exactly those members, so every peer still to ask gets the view the others act on; one
+  // already Ready is kept. Returns the group's view afterwards (Unknown for a garbage step, or
+  // when `members` is empty).
+  GroupView restore(int stage, int64_t step, int attempt, const std::vector<Member>& members,
+                    double now);
 
   // A peer is gone without settling its gradient (killed, or expired): returns the samples it
   // reported for the newest step of `stage` it reported in, unless it is a member of that step's

@@ -42,6 +42,10 @@ class StepCoordinator {
   virtual bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
                          double gather_seconds) = 0;
   virtual planner::GroupView step_group(int stage, int64_t step, int attempt) = 0;
+  // A member re-tells the frozen members of a group it saw Ready (for a registry restarted since);
+  // returns the group as the registry holds it afterwards.
+  virtual planner::GroupView restore_group(int stage, int64_t step, int attempt,
+                                           const std::vector<planner::Member>& members) = 0;
 };
 
 }  // namespace swarm::registry

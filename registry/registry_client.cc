@@ -292,6 +292,15 @@ bool RegistryClient::join_step(int stage, int64_t step, int attempt, const plann
   return r.status != 409;
 }
 
+planner::GroupView RegistryClient::restore_group(int stage, int64_t step, int attempt,
+                                                 const std::vector<planner::Member>& members) {
+  const std::string path = attempt_path(stage, step, attempt) + "/group";
+  json body{{"members", json::array()}};
+  for (const auto& m : members) body["members"].push_back(wire::to_json(m));
+  Reply r = impl_->checked(methods::PUT, path, &body);
+  return impl_->decoded(methods::PUT, path, r, wire::group_from_json);
+}
+
 planner::GroupView RegistryClient::step_group(int stage, int64_t step, int attempt) {
   const std::string path = attempt_path(stage, step, attempt) + "/group";
   Reply r = impl_->checked(methods::GET, path, nullptr);

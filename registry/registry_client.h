@@ -61,6 +61,8 @@ class RegistryClient : public Discovery, public StepCoordinator {
   bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
                  double gather_seconds) override;
   planner::GroupView step_group(int stage, int64_t step, int attempt) override;
+  planner::GroupView restore_group(int stage, int64_t step, int attempt,
+                                   const std::vector<planner::Member>& members) override;
 
   // Counts `count` occurrences of `kind` (e.g. "checkpoint_restores") in the registry's stats.
   void add_event(const std::string& kind, int64_t count);

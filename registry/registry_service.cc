@@ -206,6 +206,7 @@ const std::vector<RegistryService::Route>& RegistryService::routes() {
       {"POST", "/v1/stages/{stage}/steps/{step}/progress", &RegistryService::post_progress},
       {"POST", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/join", &RegistryService::post_join},
       {"GET", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/group", &RegistryService::get_group},
+      {"PUT", "/v1/stages/{stage}/steps/{step}/attempts/{attempt}/group", &RegistryService::put_group},
   };
   return table;
 }
@@ -496,6 +497,15 @@ HttpReply RegistryService::get_group(const Request& req) {
   const double t = now();
   return reply(200, wire::to_json(steps_.group(req.stage, req.step, req.attempt, peers_, t,
                                                membership_known_locked(t))));
+}
+
+HttpReply RegistryService::put_group(const Request& req) {
+  const auto members = wire::members_from_json(wire::parse_object(req.body), /*restore=*/true);
+  swarm::MutexLock lock(mu_);
+  const double t = now();
+  auto& high = stage_step_high_[req.stage];
+  high = std::max(high, req.step);
+  return reply(200, wire::to_json(steps_.restore(req.stage, req.step, req.attempt, members, t)));
 }
 
 }  // namespace swarm::registry

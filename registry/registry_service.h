@@ -21,6 +21,10 @@
 //                                                  -> 200 {"joined": true} | 409 {"error": "step closed",
 //                                                     "newestStep": the stage's newest step}
 //   GET    /v1/stages/{s}/steps/{r}/attempts/{a}/group              -> GroupView
+//   PUT    /v1/stages/{s}/steps/{r}/attempts/{a}/group  {"members": [Member...]} -> GroupView
+//                                                  a member of a group it saw Ready re-tells it while
+//                                                  it averages: a registry restarted since then adopts
+//                                                  it (planner/step_book.h, Restarts)
 //   POST   /v1/events                              {"kind","count"}  -> {} (counts what peers report:
 //                                                  checkpoint restores, lost samples, hand-offs...)
 //   POST   /v1/failure                             {"reason","stage","step","message"} -> {"failure": the
@@ -169,6 +173,7 @@ class RegistryService {
   HttpReply post_progress(const Request& req) EXCLUDES(mu_);
   HttpReply post_join(const Request& req) EXCLUDES(mu_);
   HttpReply get_group(const Request& req) EXCLUDES(mu_);
+  HttpReply put_group(const Request& req) EXCLUDES(mu_);
 
   // Counts `count` events of `kind`: in /v1/stats ("events") and in /metrics.
   void count_event_locked(const std::string& kind, int64_t count) REQUIRES(mu_);

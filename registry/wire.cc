@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace swarm::registry::wire {
 namespace {
@@ -233,6 +234,26 @@ planner::ProgressView progress_from_json(const json& j) {
   return v;
 }
 
+std::vector<planner::Member> members_from_json(const json& j, bool restore) {
+  const json* members = find(j, "members");
+  if (members == nullptr) missing("members");
+  if (!members->is_array()) throw BadField("members", "must be an array", describe(*members));
+  if (restore && (members->empty() || members->size() > kMaxGroupMembers)) {
+    throw BadField("members", "must hold 1 to " + std::to_string(kMaxGroupMembers) + " members",
+                   std::to_string(members->size()) + " members");
+  }
+  std::vector<planner::Member> out;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < members->size(); ++i) {
+    const std::string prefix = "members[" + std::to_string(i) + "].";
+    out.push_back(member_from_json((*members)[i], prefix));
+    if (restore && !seen.insert(out.back().peer_id).second) {
+      throw BadField(prefix + "peerId", "must not name a member twice", describe(json(out.back().peer_id)));
+    }
+  }
+  return out;
+}
+
 json to_json(const planner::GroupView& v) {
   json members = json::array();
   for (const auto& m : v.members) members.push_back(to_json(m));
@@ -251,12 +272,7 @@ planner::GroupView group_from_json(const json& j) {
   } else {
     throw BadField("state", "must be gathering, ready or unknown", describe(j.at("state")));
   }
-  const json* members = find(j, "members");
-  if (members == nullptr) missing("members");
-  if (!members->is_array()) throw BadField("members", "must be an array", describe(*members));
-  for (size_t i = 0; i < members->size(); ++i) {
-    v.members.push_back(member_from_json((*members)[i], "members[" + std::to_string(i) + "]."));
-  }
+  v.members = members_from_json(j);
   v.leader = get_string(j, "leader", "", false, "");
   return v;
 }

@@ -51,6 +51,11 @@ planner::Member member_from_json(const json& j, const std::string& prefix = "");
 json to_json(const planner::ProgressView& v);
 planner::ProgressView progress_from_json(const json& j);
 
+// "members": [Member...] of `j` (required). With `restore` (the body of a group re-told after a
+// registry restart): at least one, at most kMaxGroupMembers, no peerId twice.
+inline constexpr size_t kMaxGroupMembers = 4096;
+std::vector<planner::Member> members_from_json(const json& j, bool restore = false);
+
 // GroupView: {"state": "gathering"|"ready"|"unknown", "members": [Member...], "leader"}.
 json to_json(const planner::GroupView& v);
 planner::GroupView group_from_json(const json& j);

@@ -328,6 +328,62 @@ TEST(StepBookGroup, WorkersOfOtherStagesDoNotBlock) {
   EXPECT_EQ(ids(book.group(0, 0, 0, t, 0).members), (std::vector<std::string>{"a"}));
 }
 
+// A registry restarted mid-averaging: a member that saw the group Ready re-tells it; the new
+// book gives everyone that group, whoever asks first.
+TEST(StepBookRestore, AGroupTheBookLostComesBackReadyWithTheToldMembers) {
+  PeerTable t = table_with({"a", "b", "c"});
+  StepBook book;
+  GroupView v = book.restore(0, 7, 0, {member("b", 12), member("a", 20)}, 3);
+  EXPECT_EQ(v.state, GroupView::Ready);
+  EXPECT_EQ(ids(v.members), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(v.leader, "a");
+  EXPECT_EQ(v.members[0].samples, 20);
+  // A member that had not seen it joins again: it is in. "c" was not in the group: closed.
+  EXPECT_EQ(book.join(0, 7, 0, member("a"), 5, 3.1), JoinResult::Joined);
+  EXPECT_EQ(book.join(0, 7, 0, member("c"), 5, 3.1), JoinResult::Closed);
+  GroupView g = book.group(0, 7, 0, t, 3.2);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(book.newest_step(0), 7);
+}
+
+TEST(StepBookRestore, AGatheringGroupTakesTheToldMembersAndClosesToOthers) {
+  PeerTable t = table_with({"a", "b", "c"});
+  StepBook book;
+  // The new registry heard "a" join again first (it had not seen the old group Ready) and "c",
+  // which was not in the old group.
+  EXPECT_EQ(book.join(0, 7, 0, member("a"), 5, 0), JoinResult::Joined);
+  EXPECT_EQ(book.join(0, 7, 0, member("c"), 5, 0), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 7, 0, t, 0.1).state, GroupView::Gathering);
+  GroupView v = book.restore(0, 7, 0, {member("a"), member("b")}, 0.2);
+  EXPECT_EQ(ids(v.members), (std::vector<std::string>{"a", "b"}));
+  GroupView g = book.group(0, 7, 0, t, 0.3);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(book.join(0, 7, 0, member("c"), 5, 0.4), JoinResult::Closed);
+}
+
+TEST(StepBookRestore, AReadyGroupKeepsItsMembers) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.join(0, 3, 0, member("a"), 5, 0);
+  book.join(0, 3, 0, member("b"), 5, 0);
+  ASSERT_EQ(book.group(0, 3, 0, t, 0).state, GroupView::Ready);
+  GroupView v = book.restore(0, 3, 0, {member("a")}, 1);
+  EXPECT_EQ(ids(v.members), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ids(book.group(0, 3, 0, t, 1).members), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(StepBookRestore, GarbageStepsAndEmptyGroupsAreNotRestored) {
+  PeerTable t = table_with({"a"});
+  StepBook book;
+  book.join(0, 20, 0, member("a"), 5, 0);
+  EXPECT_EQ(book.restore(0, 20 - StepBook::kStepsKept, 0, {member("a")}, 0).state, GroupView::Unknown);
+  EXPECT_EQ(book.group(0, 20 - StepBook::kStepsKept, 0, t, 0).state, GroupView::Unknown);
+  EXPECT_EQ(book.restore(0, 21, 0, {}, 0).state, GroupView::Unknown);
+  EXPECT_EQ(book.group(0, 21, 0, t, 0).state, GroupView::Unknown);
+}
+
 TEST(StepBookAbandon, UnaveragedSamplesOfTheNewestReportedStepAreReturnedOnce) {
   PeerTable t = table_with({"a", "b"});
   StepBook book;

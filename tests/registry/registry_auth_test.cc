@@ -132,6 +132,7 @@ class RegistryAuth : public ::testing::Test {
       out["peers"][p.peer_id] = {p.stage, planner::to_string(p.state), p.step};
     out["stats"] = client_->stats();
     out["group"] = wire::to_json(client_->step_group(0, 7, 0));
+    out["restored"] = wire::to_json(client_->step_group(0, 7, 1));
     return out.dump();
   }
   double metric(const std::string& sample) {
@@ -156,6 +157,7 @@ std::vector<Call> guarded_calls() {
       {"POST", "/v1/failure", R"({"reason":"StageReset","stage":0,"step":7,"message":"m"})"},
       {"GET", "/v1/peers?role=worker", ""},
       {"GET", "/v1/stages/0/steps/7/attempts/0/group", ""},
+      {"PUT", "/v1/stages/0/steps/7/attempts/1/group", json{{"members", json::array({member})}}.dump()},
       {"DELETE", "/v1/peers/b", ""},
   };
 }
@@ -192,10 +194,13 @@ TEST_F(RegistryAuth, EveryGuardedRouteRefusesABadProofAndChangesNothing) {
     EXPECT_EQ(ok.status, 200) << ok.body;
     if (c.method != "GET") EXPECT_NE(state(), before) << "a signed write changed nothing";
   }
-  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"missing\"}"), 8);
-  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"bad_signature\"}"), 16);
-  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"timestamp\"}"), 16);
-  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"malformed\"}"), 8);
+  // Per route: one missing, two bad signatures, two timestamps, one malformed.
+  const double routes = static_cast<double>(guarded_calls().size());
+  EXPECT_EQ(routes, 9);
+  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"missing\"}"), routes);
+  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"bad_signature\"}"), 2 * routes);
+  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"timestamp\"}"), 2 * routes);
+  EXPECT_EQ(metric("swarm_registry_auth_failures_total{reason=\"malformed\"}"), routes);
 }
 
 TEST_F(RegistryAuth, AReplayedRequestIsRefused) {

@@ -196,6 +196,36 @@ TEST_F(ServiceTest, ARestartedRegistryHearingAJoinFirstKeepsTheGroupGathering) {
   EXPECT_EQ(call("GET", "/v1/stats")["stageSteps"].value("0", -1), 12);
 }
 
+// A group a member saw Ready before the registry restarted: re-told (PUT .../group) it is Ready
+// at once with exactly those members, the join of a member is accepted, that of another peer
+// closed. Bad bodies are refused by field.
+TEST_F(ServiceTest, ARestartedRegistryAdoptsTheGroupAMemberReTells) {
+  const std::string path = "/v1/stages/0/steps/12/attempts/1";
+  announce("a", 0, "worker", "averaging");
+  announce("c", 0, "worker", "serving");
+  call("POST", path + "/join", R"({"peerId":"a","host":"ha","port":1,"gatherSeconds":5})");
+  call("POST", path + "/join", R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":5})");
+  EXPECT_EQ(call("GET", path + "/group")["state"], "gathering");
+  json g = call("PUT", path + "/group", R"({"members":[{"peerId":"b","host":"hb","port":2,"samples":8},
+                                                       {"peerId":"a","host":"ha","port":1,"samples":4}]})");
+  EXPECT_EQ(g["state"], "ready");
+  EXPECT_EQ(g["leader"], "a");
+  EXPECT_EQ(g["members"], json::parse(R"([{"peerId":"a","host":"ha","port":1,"samples":4},
+                                          {"peerId":"b","host":"hb","port":2,"samples":8}])"));
+  EXPECT_EQ(call("GET", path + "/group"), g);
+  call("POST", path + "/join", R"({"peerId":"a","host":"ha","port":1,"gatherSeconds":5})");
+  EXPECT_EQ(error("POST", path + "/join", R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":5})", 409),
+            "step closed");
+  EXPECT_EQ(call("GET", "/v1/stats")["stageSteps"].value("0", -1), 12);
+
+  EXPECT_EQ(error("PUT", path + "/group", R"({"members":[]})"), "members: must hold 1 to 4096 members, got 0 members");
+  EXPECT_EQ(error("PUT", path + "/group", R"({})"), "members: is required, got nothing");
+  EXPECT_EQ(error("PUT", path + "/group", R"({"members":[{"peerId":"a","host":"h","port":1},{"peerId":"a","host":"h","port":2}]})"),
+            "members[1].peerId: must not name a member twice, got \"a\"");
+  EXPECT_EQ(error("PUT", path + "/group", R"({"members":[{"peerId":"a","host":"h","port":0}]})").substr(0, 16),
+            "members[0].port:");
+}
+
 // A frozen worker's unaveraged samples are counted lost when it expires; when it comes back and
 // drops that gradient itself ("dropped" with its progress), they are not counted again. A drop the
 // registry had not counted is counted.

@@ -181,6 +181,10 @@ StageServer::Impl::StepEnd StageServer::Impl::average_step(int64_t r, bool leavi
     } catch (const std::exception& e) {
       spdlog::warn("worker {}: averaging step {} attempt {} failed: {}", opt.peer_id, r, attempt, e.what());
     }
+    {
+      swarm::MutexLock lk(mu);
+      held_group.reset();
+    }
     if (outcome == StepOutcome::Closed) {
       // The stage averaged this step without us (we were late): our gradient is stale now.
       resync();
@@ -226,6 +230,10 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   const int64_t r = step.load();
   const double timeout = opt.spec.timeouts.averaging_seconds;
   planner::Member self{opt.peer_id, opt.host, static_cast<int>(server->port()), samples};
+  auto joined_group = [&](const planner::GroupView& g) {
+    return std::any_of(g.members.begin(), g.members.end(),
+                       [&](const planner::Member& m) { return m.peer_id == opt.peer_id; });
+  };
   const double deadline = now_seconds() + timeout;
   auto join = [&] {
     return until_registry_answers([&] { return registry->join_step(stage.load(), r, attempt, self, timeout / 2); },
@@ -237,15 +245,19 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   while (true) {
     group = until_registry_answers([&] { return registry->step_group(stage.load(), r, attempt); }, deadline);
     if (group.state == planner::GroupView::Ready) break;
-    // A registry restarted since the join does not know the group: join it again there.
-    if (group.state == planner::GroupView::Unknown && !join()) return StepOutcome::Closed;
+    // A registry restarted since the join does not know this peer joined: join again there.
+    // The group may be unknown to it, or gathering already (a peer of the stage joined the new
+    // registry first); polled without joining, it would turn Ready without this peer.
+    if (!joined_group(group) && !join()) return StepOutcome::Closed;
     if (now_seconds() > deadline) return StepOutcome::Failed;
     std::this_thread::sleep_for(poll);
     poll = std::min(poll * 2, std::chrono::milliseconds(50));
   }
-  auto me = std::find_if(group.members.begin(), group.members.end(),
-                         [&](const planner::Member& m) { return m.peer_id == opt.peer_id; });
-  if (me == group.members.end()) return StepOutcome::Closed;
+  if (!joined_group(group)) return StepOutcome::Closed;
+  {
+    swarm::MutexLock lk(mu);
+    held_group = HeldGroup{stage.load(), r, attempt, group.members};
+  }
   members = static_cast<int>(group.members.size());
   writer = group.leader == opt.peer_id;  // the leader writes the stage's checkpoints
   if (members == 1) return StepOutcome::Averaged;
@@ -279,6 +291,21 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   samples = meta_int(meta, "samples");
   members = static_cast<int>(meta_int(meta, "members"));
   return StepOutcome::Averaged;
+}
+
+void StageServer::Impl::retell_group() {
+  std::optional<HeldGroup> g;
+  {
+    swarm::MutexLock lk(mu);
+    g = held_group;
+  }
+  if (!g) return;
+  const auto view = registry->restore_group(g->stage, g->step, g->attempt, g->members);
+  if (view.state == planner::GroupView::Ready && view.members.size() != g->members.size()) {
+    // Decided anew by a registry that heard of it too late: the leader's gather tells who is in.
+    spdlog::warn("worker {}: the registry holds step {} attempt {} with {} members, this peer averages with {}",
+                 opt.peer_id, g->step, g->attempt, view.members.size(), g->members.size());
+  }
 }
 
 net::Message StageServer::Impl::handle_average_push(net::Message&& request) {

@@ -565,6 +565,7 @@ void StageServer::Impl::heartbeat_loop() {
         report_failure();       // until the registry has it
         announce();
         if (ready) check_behind(registry->peers("worker", stage.load()));
+        retell_group();
       }
     } catch (const std::exception& e) {
       progress_unsure = true;

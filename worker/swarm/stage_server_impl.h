@@ -121,6 +121,17 @@ struct StageServer::Impl {
   StepOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                            bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
+  // The group of the averaging in progress, from the moment this peer saw it Ready until the
+  // attempt ends. The heartbeat re-tells it (retell_group): a registry restarted meanwhile
+  // adopts it, so the peers that ask it after the restart get the group the others act on.
+  struct HeldGroup {
+    int stage = -1;
+    int64_t step = 0;
+    int attempt = 0;
+    std::vector<planner::Member> members;
+  };
+  std::optional<HeldGroup> held_group GUARDED_BY(mu);
+  void retell_group();
 
   WorkerOptions opt;
   model::ModelConfig model_cfg;
