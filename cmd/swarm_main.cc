@@ -285,16 +285,19 @@ struct RegistryCommand {
   }
 };
 
-// swarm tokenize: text files and directories -> one pre-tokenized corpus (token_file.h).
+// swarm tokenize: text and JSON Lines files and directories -> one pre-tokenized corpus (token_file.h).
 struct TokenizeCommand {
   std::vector<std::string> inputs;
-  std::string out, job, kind = "bytes", model;
+  std::string out, job, kind = "bytes", model, text_field = "text";
   CLI::App* cmd = nullptr;
 
   void add_to(CLI::App& app) {
     cmd = app.add_subcommand("tokenize", "pre-tokenize text files and directories into one token file");
-    cmd->add_option("inputs", inputs, "text files or directories (read as spec.training.dataset reads them)")
+    cmd->add_option("inputs", inputs,
+                    "text or JSON Lines files, or directories (read as spec.training.dataset reads them)")
         ->required()->check(CLI::ExistingPath);
+    cmd->add_option("--text-field", text_field, "the JSON Lines field holding the text (with --job: its textField)")
+        ->capture_default_str();
     cmd->add_option("--out", out, "the token file to write (atomically)")->required();
     cmd->add_option("--tokenizer", kind, "bytes | sentencepiece")->check(CLI::IsMember({"bytes", "sentencepiece"}))
         ->capture_default_str();
@@ -319,7 +322,15 @@ struct TokenizeCommand {
     const auto started = std::chrono::steady_clock::now();
     size_t done = 0, total = 0;
     std::vector<swarm::data::TextDataset> sets;
-    for (const auto& in : inputs) total += sets.emplace_back(swarm::data::TextDataset::load(in, 0.0)).train_bytes();
+    swarm::data::DatasetOptions read;
+    read.validation_fraction = 0;
+    read.text_field = job.empty() ? text_field : swarm::load_job_spec(job).training.dataset.text_field;
+    for (const auto& in : inputs) {
+      const auto& ds = sets.emplace_back(swarm::data::TextDataset::load(in, read));
+      if (ds.train().size() != ds.train_tokens())
+        throw std::invalid_argument(in + ": holds token files already; swarm tokenize reads text and JSON Lines");
+      total += ds.train_bytes();
+    }
     const bool tty = ::isatty(2);
     for (const auto& ds : sets) {
       std::string_view text = ds.train();

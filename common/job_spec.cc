@@ -41,6 +41,10 @@ constexpr Spelling<ScheduleKind> kSchedules[] = {{ScheduleKind::Constant, "const
                                                  {ScheduleKind::Cosine, "cosine"}};
 constexpr Spelling<TokenizerKind> kTokenizers[] = {{TokenizerKind::Bytes, "bytes"},
                                                    {TokenizerKind::SentencePiece, "sentencepiece"}};
+constexpr Spelling<DatasetFormat> kDatasetFormats[] = {{DatasetFormat::Auto, "auto"},
+                                                       {DatasetFormat::Text, "text"},
+                                                       {DatasetFormat::Jsonl, "jsonl"},
+                                                       {DatasetFormat::Tokens, "tokens"}};
 
 template <class E, std::size_t N>
 const char* name_of(const Spelling<E> (&table)[N], E value) {
@@ -74,6 +78,8 @@ const char* to_string(OptimizerKind k) { return name_of(kOptimizers, k); }
 const char* to_string(ScheduleKind k) { return name_of(kSchedules, k); }
 const char* to_string(TokenizerKind k) { return name_of(kTokenizers, k); }
 std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s) { return value_of(kTokenizers, s); }
+const char* to_string(DatasetFormat f) { return name_of(kDatasetFormats, f); }
+std::optional<DatasetFormat> parse_dataset_format(std::string_view s) { return value_of(kDatasetFormats, s); }
 std::optional<Compression> parse_compression(std::string_view s) {
   return value_of(kCompressions, s);
 }
@@ -114,7 +120,10 @@ bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
 bool operator==(const AveragingSpec& a, const AveragingSpec& b) {
   return a.compression == b.compression && a.block_size == b.block_size;
 }
-bool operator==(const DatasetSpec& a, const DatasetSpec& b) { return a.path == b.path; }
+bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
+  return std::tie(a.path, a.format, a.text_field, a.validation_fraction) ==
+         std::tie(b.path, b.format, b.text_field, b.validation_fraction);
+}
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b) {
   return std::tie(a.name, a.learning_rate, a.beta1, a.beta2, a.epsilon, a.weight_decay,
                   a.grad_clip) == std::tie(b.name, b.learning_rate, b.beta1, b.beta2, b.epsilon,

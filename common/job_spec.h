@@ -91,9 +91,19 @@ struct TokenizerSpec {
   std::string model;                          // model: the SentencePiece .model file (sentencepiece only)
 };
 
+// spec.training.dataset.format: how its files are read.
+//   auto    by file: a `swarm tokenize` file (its magic) as ids, *.jsonl / *.ndjson as JSON Lines,
+//           anything else as text
+//   text | jsonl | tokens   every file so
+enum class DatasetFormat { Auto, Text, Jsonl, Tokens };
+
 // spec.training.dataset
 struct DatasetSpec {
-  std::string path = "/usr/share/games/fortunes";  // path: a text file or a directory of them
+  std::string path = "/usr/share/games/fortunes";  // path: a file or a directory of them
+  DatasetFormat format = DatasetFormat::Auto;      // format: auto | text | jsonl | tokens
+  std::string text_field = "text";                 // textField: the JSON Lines field holding the text
+  double validation_fraction = 0.02;               // validationFraction, [0, 0.5]: held out for the
+                                                   // eval loss (the tail of every file)
 };
 
 // spec.training.optimizer
@@ -277,11 +287,13 @@ const char* to_string(OptimizerKind k);
 const char* to_string(Transport t);
 const char* to_string(ScheduleKind k);
 const char* to_string(TokenizerKind k);
+const char* to_string(DatasetFormat f);
 std::optional<Compression> parse_compression(std::string_view s);
 std::optional<OptimizerKind> parse_optimizer_kind(std::string_view s);
 std::optional<Transport> parse_transport(std::string_view s);
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view s);
 std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s);
+std::optional<DatasetFormat> parse_dataset_format(std::string_view s);
 
 // Kubernetes name rules. A DNS-1123 label: 1..63 of [a-z0-9-], starting and ending with [a-z0-9].
 // A DNS-1123 subdomain: 1..253 chars, dot-separated labels.

@@ -273,6 +273,9 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   {
     Reader d = r.object("dataset");
     d.get("path", t.dataset.path);
+    d.get_enum("format", t.dataset.format, parse_dataset_format, "auto, text, jsonl, tokens");
+    d.get("textField", t.dataset.text_field);
+    d.get("validationFraction", t.dataset.validation_fraction);
     d.finish();
   }
   {
@@ -460,7 +463,11 @@ nlohmann::json to_json(const JobSpec& s) {
         {"evalBatches", t.eval_batches},
         {"seed", t.seed},
         {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
-        {"dataset", {{"path", t.dataset.path}}},
+        {"dataset",
+         {{"path", t.dataset.path},
+          {"format", to_string(t.dataset.format)},
+          {"textField", t.dataset.text_field},
+          {"validationFraction", t.dataset.validation_fraction}}},
         {"optimizer",
          {{"name", to_string(t.optimizer.name)},
           {"learningRate", t.optimizer.learning_rate},

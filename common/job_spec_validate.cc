@@ -148,6 +148,13 @@ void check_training(const TrainingSpec& t, Rules& r) {
   bool steps = r.at_least(p + "maxSteps", t.max_steps, 1);
   r.range(p + "evalBatches", t.eval_batches, 0, 65536);
   r.non_empty(p + "dataset.path", t.dataset.path);
+  r.non_empty(p + "dataset.textField", t.dataset.text_field);
+  const bool fraction = r.number(p + "dataset.validationFraction", t.dataset.validation_fraction, ge(0), le(0.5));
+  if (fraction && t.dataset.validation_fraction == 0 && t.eval_batches > 0) {
+    r.error(p + "dataset.validationFraction",
+            "is 0 (nothing held out) while spec.training.evalBatches is " + std::to_string(t.eval_batches) +
+                ": set evalBatches to 0 or hold out a fraction, got 0");
+  }
   if (t.tokenizer.kind == TokenizerKind::SentencePiece) {
     r.non_empty(p + "tokenizer.model", t.tokenizer.model);
   } else if (!t.tokenizer.model.empty()) {

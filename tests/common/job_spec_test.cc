@@ -119,7 +119,8 @@ TEST(JobSpec, ParsesEveryValueSpelling) {
   JobSpec spec = parse_job_spec(manifest(
       "{model: {sharedLayers: true, mlpRatio: 2}, pipeline: {stages: 4, compression: blockwise8, blockSize: 256},"
       " averaging: {compression: fp16, blockSize: 65535}, training: {seed: 18446744073709551615, optimizer: {name: lamb, learningRate: 1e-3,"
-      " betas: [0, .5]}, schedule: {kind: linear, warmupSteps: 0}, globalBatch: 0x40},"
+      " betas: [0, .5]}, schedule: {kind: linear, warmupSteps: 0}, globalBatch: 0x40, evalBatches: 0,"
+      " dataset: {path: /d, format: jsonl, textField: body, validationFraction: 0}},"
       " workers: {device: cuda, precision: bf16, threads: 0o10}, timeouts: {connectSeconds: 0.5},"
       " secret: {env: MY_SECRET, secretRef: {name: swarm.secrets, key: hmac.key}}}"));
   EXPECT_TRUE(spec.model.shared_layers);
@@ -137,6 +138,9 @@ TEST(JobSpec, ParsesEveryValueSpelling) {
   EXPECT_EQ(spec.training.schedule.kind, ScheduleKind::Linear);
   EXPECT_EQ(spec.training.schedule.warmup_steps, 0);
   EXPECT_EQ(spec.training.global_batch, 64);
+  EXPECT_EQ(spec.training.dataset.format, DatasetFormat::Jsonl);
+  EXPECT_EQ(spec.training.dataset.text_field, "body");
+  EXPECT_EQ(spec.training.dataset.validation_fraction, 0);
   EXPECT_EQ(spec.workers.device, "cuda");
   EXPECT_EQ(spec.workers.precision, "bf16");
   EXPECT_EQ(spec.workers.threads, 8);
@@ -217,6 +221,13 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
       {"{training: {evalBatches: 70000}}", "spec.training.evalBatches: must be <= 65536, got 70000"},
       {"{training: {seed: -1}}", "spec.training.seed: must be an integer in [0, "},
       {"{training: {dataset: {path: \"\"}}}", "spec.training.dataset.path: must not be empty"},
+      {"{training: {dataset: {format: parquet}}}",
+       "spec.training.dataset.format: must be one of auto, text, jsonl, tokens, got \"parquet\""},
+      {"{training: {dataset: {textField: \"\"}}}", "spec.training.dataset.textField: must not be empty"},
+      {"{training: {dataset: {validationFraction: 0.6}}}", "spec.training.dataset.validationFraction: must be <= 0.5, got 0.6"},
+      {"{training: {dataset: {validationFraction: -0.1}}}", "spec.training.dataset.validationFraction: must be >= 0, got -0.1"},
+      {"{training: {dataset: {validationFraction: 0}}}",
+       "spec.training.dataset.validationFraction: is 0 (nothing held out) while spec.training.evalBatches is 8"},
       {"{training: {tokenizer: {kind: bpe}}}",
        "spec.training.tokenizer.kind: must be one of bytes, sentencepiece, got \"bpe\""},
       {"{training: {tokenizer: {kind: sentencepiece, model: \"\"}}}", "spec.training.tokenizer.model: must not be empty"},

@@ -1,5 +1,7 @@
 #include "worker/data/text_dataset.h"
 
+#include "worker/data/token_file.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -173,14 +175,14 @@ TEST(BatchSampler, TargetsAreInputsShiftedByOne) {
   EXPECT_EQ(tg, tg2);
 }
 
-TEST(BatchSampler, DeterministicPerSeedAndStream) {
+TEST(BatchSampler, DeterministicPerSeedTrainerAndTrainerCount) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 100000; ++i) text += char('a' + (i * 31 + i / 7) % 26);
   dir.write("t.txt", text);
   const TextDataset ds = TextDataset::load(dir.path().string());
-  auto draw = [&](uint64_t seed, int stream) {
-    BatchSampler s(ds, 32, seed, stream);
+  auto draw = [&](uint64_t seed, int stream, int shards) {
+    BatchSampler s(ds, 32, seed, stream, shards);
     std::vector<int64_t> all, in, tg;
     for (int i = 0; i < 5; ++i) {
       s.next(8, in, tg);
@@ -188,23 +190,153 @@ TEST(BatchSampler, DeterministicPerSeedAndStream) {
     }
     return all;
   };
-  EXPECT_EQ(draw(1, 0), draw(1, 0));
-  EXPECT_EQ(draw(1, 3), draw(1, 3));
-  EXPECT_NE(draw(1, 0), draw(1, 1));
-  EXPECT_NE(draw(1, 0), draw(2, 0));
-  EXPECT_NE(draw(uint64_t{1} << 40, 0), draw(0, 0));  // the high half of the seed counts
+  EXPECT_EQ(draw(1, 0, 1), draw(1, 0, 1));
+  EXPECT_EQ(draw(1, 3, 4), draw(1, 3, 4));
+  EXPECT_NE(draw(1, 0, 2), draw(1, 1, 2));
+  EXPECT_NE(draw(1, 0, 1), draw(2, 0, 1));
+  EXPECT_NE(draw(uint64_t{1} << 40, 0, 1), draw(0, 0, 1));  // the high half of the seed counts
 
-  // Same across processes and platforms: std::seed_seq + mt19937_64 + our own bounded draw.
+  // Same across processes and platforms: the permutation and offsets are our own arithmetic.
   TempDir digits("_digits");
   std::string d;
-  for (int i = 0; i < 1000; ++i) d += std::to_string(i) + " ";  // windows ~ positions
+  for (int i = 0; i < 1000; ++i) d += std::to_string(i) + " ";
   digits.write("d.txt", d);
-  BatchSampler g(TextDataset::load(digits.path().string(), 0.0), 6, 7, 1);
+  BatchSampler g(TextDataset::load(digits.path().string(), 0.0), 6, 7, 1, 2);
   std::vector<int64_t> in, tg;
   g.next(2, in, tg);
   std::string got;
   for (auto v : in) got += char(v);
-  EXPECT_EQ(got, " 101 1 851 8");
+  EXPECT_EQ(got, "7 228 58 59 ");
+}
+
+// Two trainers never feed the same window in one epoch; together they feed every window once.
+TEST(BatchSampler, TheTrainersShardsOfAnEpochAreDisjointAndCoverIt) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 4000; ++i) text += char('a' + (i * 7 + i / 13) % 26);
+  dir.write("t.txt", text);
+  const TextDataset ds = TextDataset::load(dir.path().string(), 0.0);
+  const int64_t T = 16;
+  const int N = 3;
+  std::vector<BatchSampler> trainers;
+  for (int i = 0; i < N; ++i) trainers.emplace_back(ds, T, 99, i, N);
+  const uint64_t W = trainers[0].windows();
+  EXPECT_EQ(W, (4000 - T) / T);
+  std::vector<std::set<int64_t>> epochs(2);
+  std::vector<std::vector<int64_t>> first_trainer(2);  // its windows (start / T) in order, per epoch
+  size_t drawn = 0;
+  for (auto& s : trainers) {
+    for (uint64_t e = 0; e < 2; ++e) {
+      std::set<int64_t> mine;
+      while (true) {
+        BatchSampler probe = s;  // where the next window comes from, without taking it
+        probe.next_start();
+        if (probe.epoch() != e) break;
+        const int64_t start = s.next_start();
+        ++drawn;
+        if (&s == &trainers[0]) first_trainer[e].push_back(start / T);
+        EXPECT_TRUE(mine.insert(start).second) << "trainer drew window " << start << " twice in epoch " << e;
+        EXPECT_TRUE(epochs[e].insert(start).second) << "two trainers drew window " << start << " in epoch " << e;
+        EXPECT_LE(start + T + 1, 4000);
+      }
+    }
+  }
+  EXPECT_EQ(drawn, 2 * W);
+  for (const auto& e : epochs) {
+    ASSERT_EQ(e.size(), W);
+    for (int64_t start : e) EXPECT_EQ(start % T, *e.begin() % T);  // one offset per epoch
+  }
+  EXPECT_NE(first_trainer[0], first_trainer[1]) << "each epoch draws its own order";
+  // More trainers than windows: refused by name.
+  TempDir small("_small");
+  small.write("s.txt", std::string(3 * T, 'x'));
+  const std::string e = error_of([&] { BatchSampler(TextDataset::load(small.path().string(), 0.0), T, 1, 2, 3); });
+  EXPECT_NE(e.find("fewer than the 3 trainers"), std::string::npos) << e;
+  EXPECT_THROW(BatchSampler(ds, T, 1, 3, 3), std::invalid_argument);
+}
+
+TEST(WindowPermutation, IsAPermutationForEverySizeAndDependsOnTheKey) {
+  for (uint64_t n : {1, 2, 3, 5, 16, 17, 100, 255, 256, 257, 1000, 4099}) {
+    WindowPermutation p(n, 12345);
+    std::vector<bool> seen(n, false);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint64_t x = p(i);
+      ASSERT_LT(x, n);
+      ASSERT_FALSE(seen[x]) << "n " << n << ": " << x << " twice";
+      seen[x] = true;
+    }
+  }
+  WindowPermutation a(1000, 1), b(1000, 2);
+  int same = 0;
+  for (uint64_t i = 0; i < 1000; ++i) same += a(i) == b(i);
+  EXPECT_LT(same, 20);
+  EXPECT_THROW(a(1000), std::out_of_range);
+  // A corpus of 2^40 windows costs nothing to permute.
+  WindowPermutation big(uint64_t{1} << 40, 7);
+  EXPECT_LT(big(123456789), uint64_t{1} << 40);
+}
+
+TEST(TextDataset, JsonLinesGiveTheTextFieldOfEachLine) {
+  TempDir dir;
+  dir.write("a.jsonl", "{\"text\": \"first doc\", \"id\": 1}\n\n  \n{\"text\": \"second\\ndoc\"}\n");
+  dir.write("b.txt", "plain");
+  DatasetOptions o;
+  o.validation_fraction = 0;
+  const TextDataset ds = TextDataset::load(dir.path().string(), o);
+  EXPECT_EQ(std::string(ds.train()), "first doc\nsecond\ndoc\nplain");
+  EXPECT_EQ(ds.files().size(), 2u);
+  // Another field name; format jsonl reads any file name as JSON Lines.
+  TempDir other("_field");
+  const auto p = other.write("data.txt", "{\"body\": \"x y\"}\n");
+  o.format = DatasetFormat::Jsonl;
+  o.text_field = "body";
+  EXPECT_EQ(std::string(TextDataset::load(p.string(), o).train()), "x y\n");
+  // format text reads a .jsonl file as it is.
+  o.format = DatasetFormat::Text;
+  EXPECT_EQ(std::string(TextDataset::load((dir.path() / "a.jsonl").string(), o).train()).substr(0, 9), "{\"text\": ");
+}
+
+// A token file among text files: the samplers draw ids (the text's bytes as ids).
+TEST(TextDataset, TokenFilesAndTextInOneDirectoryBecomeOneStreamOfIds) {
+  TempDir dir;
+  write_token_file((dir.path() / "a.tok").string(), 256, {104, 105, 33});
+  dir.write("b.txt", "ok");
+  DatasetOptions o;
+  o.validation_fraction = 0;
+  const TextDataset ds = TextDataset::load(dir.path().string(), o);
+  ASSERT_EQ(ds.train_tokens(), 5u);
+  BatchSampler s(ds, 4, 1);
+  std::vector<int64_t> in, tg;
+  s.next(1, in, tg);
+  EXPECT_EQ(in, (std::vector<int64_t>{104, 105, 33, 'o'}));
+  EXPECT_EQ(tg, (std::vector<int64_t>{105, 33, 'o', 'k'}));
+  // Another vocabulary than the job's tokenizer (bytes: 256): refused naming the file.
+  write_token_file((dir.path() / "c.tok").string(), 1000, {1, 2});
+  const std::string e = error_of([&] { TextDataset::load(dir.path().string(), o); });
+  EXPECT_NE(e.find("c.tok: written with a vocabulary of 1000"), std::string::npos) << e;
+}
+
+TEST(TextDataset, BadJsonLinesAndFormatsAreRefusedNamingTheFileAndLine) {
+  TempDir dir;
+  const auto bad = dir.write("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"ok\"}\n{not json\n");
+  std::string e = error_of([&] { TextDataset::load(bad.string()); });
+  EXPECT_NE(e.find(bad.string() + ": line 3: not JSON"), std::string::npos) << e;
+  const auto field = dir.write("field.jsonl", "{\"txt\": \"x\"}\n");
+  e = error_of([&] { TextDataset::load(field.string()); });
+  EXPECT_NE(e.find(field.string() + ": line 1: needs a string field \"text\""), std::string::npos) << e;
+  EXPECT_NE(e.find("got none"), std::string::npos) << e;
+  const auto number = dir.write("number.jsonl", "{\"text\": 7}\n");
+  e = error_of([&] { TextDataset::load(number.string()); });
+  EXPECT_NE(e.find("line 1: needs a string field \"text\" (spec.training.dataset.textField), got a number"),
+            std::string::npos) << e;
+  const auto array = dir.write("array.jsonl", "[1, 2]\n");
+  e = error_of([&] { TextDataset::load(array.string()); });
+  EXPECT_NE(e.find("line 1: must be a JSON object, got an array"), std::string::npos) << e;
+  DatasetOptions o;
+  o.format = DatasetFormat::Tokens;
+  const auto text = dir.write("t.txt", "hello");
+  e = error_of([&] { TextDataset::load(text.string(), o); });
+  EXPECT_NE(e.find(text.string() + ": not a token file"), std::string::npos) << e;
 }
 
 TEST(TextDataset, ErrorsNameThePath) {
@@ -218,7 +350,7 @@ TEST(TextDataset, ErrorsNameThePath) {
   const std::string root = dir.path().string();
   const std::string e2 = error_of([&] { TextDataset::load(root); });
   EXPECT_NE(e2.find(root), std::string::npos) << e2;
-  EXPECT_NE(e2.find("no text files"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("no data found"), std::string::npos) << e2;
 
   TempDir small("_small");
   small.write("tiny.txt", "just a few bytes");

@@ -316,6 +316,61 @@ TEST(LocalRun, ChildWrapperStartsEveryChildWithItsRoleAndIdAndTheAddressesGiven)
 // spec.training.tokenizer sentencepiece on a corpus pre-tokenized by `swarm tokenize`: a model
 // trained with spm_train, the default text tokenized, a small job trained on it; a vocabulary
 // smaller than the tokenizer's is refused by name.
+// spec.training.dataset as a JSON Lines corpus (a named field), read by two trainers, each on its
+// own shard, with a held-out fraction set; the trainers' data-wait time is a sliver of training.
+TEST(LocalRun, TwoTrainersTrainOnAJsonLinesCorpusAndNeverWaitOnData) {
+  const auto dir = fresh_dir("jsonl");
+  {
+    std::ofstream out(dir + "/fortunes.jsonl");
+    std::string text = read_text("/usr/share/games/fortunes/computers");
+    for (size_t at = 0; at < text.size();) {
+      size_t end = text.find("\n%\n", at);
+      if (end == std::string::npos) end = text.size();
+      out << nlohmann::json{{"id", at}, {"body", text.substr(at, end - at)}}.dump() << "\n";
+      at = end + 3;
+    }
+  }
+  const auto job = write_job(dir, R"(
+  model: {hiddenSize: 32, numHeads: 2, layersPerStage: 1, sequenceLength: 32}
+  training:
+    globalBatch: 16
+    microbatch: 4
+    maxSteps: 6
+    evalBatches: 2
+    schedule: {warmupSteps: 1}
+    dataset: {path: JSONL, textField: body, validationFraction: 0.05}
+  trainers: {count: 2}
+)");
+  {
+    std::string b = read_text(job);
+    b.replace(b.find("JSONL"), 5, dir + "/fortunes.jsonl");
+    std::ofstream(job) << b;
+  }
+  const std::string summary = dir + "/summary.json";
+  ASSERT_EQ(run({"local", job, "--summary", summary, "--log-dir", dir + "/logs", "--no-progress"}, dir + "/out.log", 180), 0)
+      << read_text(dir + "/out.log");
+  const auto s = read_json(summary);
+  EXPECT_GE(s["steps"].get<int64_t>(), 6);
+  EXPECT_LT(s["loss_last"].get<double>(), s["loss_first"].get<double>()) << s.dump();
+  EXPECT_GT(s["eval_loss"].get<double>(), 0) << s.dump();
+  for (int t = 0; t < 2; ++t) {
+    const auto r = read_json(dir + "/logs/trainer" + std::to_string(t) + ".json");
+    EXPECT_GT(r["samples"].get<int64_t>(), 0) << "trainer " << t << " trained nothing";
+    const double wait = r["data_wait_seconds"].get<double>(), train = r["train_seconds"].get<double>();
+    EXPECT_GT(wait, 0) << "trainer " << t;
+    EXPECT_LT(wait, 0.02 * train) << "trainer " << t << " waited on data " << wait << " s of " << train << " s";
+  }
+  // A line that is not JSON stops the run naming the file and line.
+  {
+    std::ofstream(dir + "/fortunes.jsonl", std::ios::app) << "{\"body\": \"cut off\n";
+  }
+  EXPECT_NE(run({"local", job, "--log-dir", dir + "/bad", "--no-progress", "--max-seconds", "30"}, dir + "/bad.log", 120), 0);
+  std::string why = read_text(dir + "/bad.log");
+  for (const char* f : {"/bad/trainer0.log", "/bad/trainer1.log"}) why += read_text(dir + f);
+  EXPECT_NE(why.find(dir + "/fortunes.jsonl: line "), std::string::npos) << why;
+  EXPECT_NE(why.find("not JSON"), std::string::npos) << why;
+}
+
 TEST(LocalRun, ASentencePieceTokenizedCorpusTrains) {
   const auto dir = fresh_dir("sentencepiece");
   const std::string corpus = dir + "/corpus.txt", model = dir + "/sp.model", tok = dir + "/fortunes.tok";

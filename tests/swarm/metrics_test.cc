@@ -99,8 +99,12 @@ TEST(Metrics, TrainerMetricNamesPassPromtool) {
   m.set_loss(3.5);
   m.set_peers(0, 2);
   m.add_bytes(100, 200);
+  m.add_data_wait(0.25);
+  m.add_data_wait(0.5);
   const std::string text = scrape(m.port());
   ASSERT_FALSE(text.empty()) << "GET /metrics returned nothing";
+  EXPECT_EQ(metric_sample(text, "swarm_data_wait_seconds_total"), 0.75) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_data_wait_seconds_count"), 2) << text;
   for (const char* name : {"swarm_loss", "swarm_stage_peers", "swarm_requests_retried_total",
                            "swarm_request_failures_total", "swarm_network_sent_bytes_total"})
     EXPECT_NE(text.find(name), std::string::npos) << name;

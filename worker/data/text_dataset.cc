@@ -9,6 +9,8 @@
 #include <map>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
 
@@ -101,194 +103,159 @@ std::vector<fs::path> dedupe(std::vector<Candidate> candidates) {
 
 }  // namespace
 
-TextDataset TextDataset::load(const std::string& path, double validation_fraction, const Tokenizer* tokenizer) {
+namespace {
+
+// One file's contribution: text (bytes), or ids (a token file).
+struct Part {
+  std::string path;
+  bool ids = false;
+  uint64_t vocab = 0;  // a token file's vocabulary
+  std::string text;
+  std::vector<uint32_t> tokens;
+  size_t size() const { return ids ? tokens.size() : text.size(); }
+};
+
+std::string a_type(const nlohmann::json& j) {
+  const std::string t = j.type_name();
+  return (t[0] == 'a' || t[0] == 'o' ? "an " : "a ") + t;
+}
+
+bool jsonl_name(const fs::path& p) { return p.extension() == ".jsonl" || p.extension() == ".ndjson"; }
+
+// The documents of a JSON Lines file, each `field` followed by a newline.
+std::string read_jsonl(const fs::path& p, const std::string& field) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw DatasetError("dataset: cannot open " + p.string() + ": " + std::strerror(errno));
+  std::string out, line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "dataset " + p.string() + ": line " + std::to_string(number) + ": ";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw DatasetError(where + "not JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw DatasetError(where + "must be a JSON object, got " + a_type(j));
+    const auto it = j.find(field);
+    if (it == j.end() || !it->is_string())
+      throw DatasetError(where + "needs a string field \"" + field + "\" (spec.training.dataset.textField), got " +
+                         (it == j.end() ? std::string("none") : a_type(*it)));
+    out += it->get_ref<const std::string&>();
+    out += '\n';
+  }
+  if (in.bad()) throw DatasetError("dataset: error reading " + p.string());
+  return out;
+}
+
+// Reads `p` as `format` says; false for a file to skip (binary or empty). `alone`: named by the
+// dataset path itself, where a binary file is an error rather than skipped.
+bool read_part(const fs::path& p, const DatasetOptions& o, bool alone, Part& part) {
+  part = Part();
+  part.path = p.string();
+  DatasetFormat f = o.format;
+  if (f == DatasetFormat::Auto) {
+    f = is_token_file(p.string()) ? DatasetFormat::Tokens : jsonl_name(p) ? DatasetFormat::Jsonl : DatasetFormat::Text;
+  }
+  switch (f) {
+    case DatasetFormat::Tokens: {
+      if (!is_token_file(p.string()))
+        throw DatasetError("dataset " + p.string() + ": not a token file (spec.training.dataset.format is tokens)");
+      TokenFile t = read_token_file(p.string());
+      part.ids = true;
+      part.tokens = std::move(t.ids);
+      part.vocab = t.vocab_size;  // checked against the tokenizer by load()
+      break;
+    }
+    case DatasetFormat::Jsonl:
+      part.text = read_jsonl(p, o.text_field);
+      break;
+    default:
+      if (!read_text(p, part.text)) {
+        if (alone) throw DatasetError("dataset file is binary, not text: " + p.string());
+        return false;
+      }
+  }
+  return part.size() > 0;
+}
+
+}  // namespace
+
+TextDataset TextDataset::load(const std::string& path, const DatasetOptions& o, const Tokenizer* tokenizer) {
   if (path.empty()) throw DatasetError("dataset: empty path");
-  if (!(validation_fraction >= 0 && validation_fraction < 1)) {
-    throw DatasetError("dataset " + path + ": validation fraction " +
-                       std::to_string(validation_fraction) + " is not in [0, 1)");
+  const double fraction = o.validation_fraction;
+  if (!(fraction >= 0 && fraction < 1)) {
+    throw DatasetError("dataset " + path + ": validation fraction " + std::to_string(fraction) + " is not in [0, 1)");
   }
   const fs::path root(path);
   std::error_code ec;
   const fs::file_status st = fs::status(root, ec);
   if (!fs::exists(st)) throw DatasetError("dataset path does not exist: " + path);
-
-  if (fs::is_regular_file(st) && is_token_file(path)) return load_token_file(path, validation_fraction, tokenizer);
   std::vector<fs::path> paths;
-  bool single_file = false;
-  if (fs::is_regular_file(st)) {
+  const bool single_file = fs::is_regular_file(st);
+  if (single_file) {
     paths.push_back(root);
-    single_file = true;
   } else if (fs::is_directory(st)) {
     paths = dedupe(walk(root));
   } else {
     throw DatasetError("dataset path is neither a file nor a directory: " + path);
   }
 
+  std::vector<Part> parts;
+  Part part;
+  for (const auto& p : paths) {
+    if (!single_file && strfile_index(p)) continue;
+    if (read_part(p, o, single_file, part)) parts.push_back(std::move(part));
+  }
+  if (parts.empty()) throw DatasetError("dataset " + path + ": no data found (text, JSON Lines or token files)");
+
   auto data = std::make_shared<Data>();
   data->path = path;
   data->tokenized = tokenizer != nullptr && tokenizer->kind() != TokenizerKind::Bytes;
-  std::vector<std::string> texts;
-  std::string text;
-  for (const auto& p : paths) {
-    if (!single_file && strfile_index(p)) continue;
-    if (!read_text(p, text)) {
-      if (single_file) throw DatasetError("dataset file is binary, not text: " + path);
+  const int64_t vocab = tokenizer ? tokenizer->vocab_size() : kVocabSize;
+  for (const auto& pt : parts) {
+    data->files.push_back(pt.path);
+    if (!pt.ids) continue;
+    data->tokenized = true;
+    if (pt.vocab != static_cast<uint64_t>(vocab))
+      throw DatasetError("dataset " + pt.path + ": written with a vocabulary of " + std::to_string(pt.vocab) +
+                         ", but spec.training.tokenizer (" + (tokenizer ? tokenizer->describe() : "bytes") +
+                         ") has " + std::to_string(vocab));
+  }
+  const Tokenizer bytes = Tokenizer::bytes();
+  const Tokenizer& encoder = tokenizer ? *tokenizer : bytes;
+  size_t before = 0;
+  const auto cut = [&](size_t n) { return static_cast<size_t>(std::floor(static_cast<double>(n) * fraction)); };
+  for (const auto& pt : parts) {
+    const size_t n = pt.size();
+    const size_t val = std::min(n, cut(before + n) - cut(before));
+    before += n;
+    if (pt.ids) {
+      data->train_ids.insert(data->train_ids.end(), pt.tokens.begin(), pt.tokens.end() - static_cast<std::ptrdiff_t>(val));
+      data->validation_ids.insert(data->validation_ids.end(), pt.tokens.end() - static_cast<std::ptrdiff_t>(val),
+                                  pt.tokens.end());
       continue;
     }
-    if (text.empty()) continue;
-    data->files.push_back(p.string());
-    texts.push_back(std::move(text));
-  }
-  if (texts.empty()) throw DatasetError("dataset " + path + ": no text files found");
-
-  // The tail of every file is validation; cumulative rounding keeps the total at
-  // floor(total * fraction) even when files are small.
-  size_t before = 0;
-  size_t total = 0;
-  for (const auto& t : texts) total += t.size();
-  data->train.reserve(total);
-  data->validation.reserve(static_cast<size_t>(static_cast<double>(total) * validation_fraction) +
-                           1);
-  for (const auto& t : texts) {
-    const auto cut = [&](size_t n) {
-      return static_cast<size_t>(std::floor(static_cast<double>(n) * validation_fraction));
-    };
-    const size_t val = std::min(t.size(), cut(before + t.size()) - cut(before));
-    before += t.size();
-    data->train.append(t, 0, t.size() - val);
-    data->validation.append(t, t.size() - val, val);
+    data->train_bytes += n - val;
+    data->validation_bytes += val;
     if (data->tokenized) {
-      tokenizer->encode(std::string_view(t).substr(0, t.size() - val), data->train_ids);
-      tokenizer->encode(std::string_view(t).substr(t.size() - val), data->validation_ids);
+      encoder.encode(std::string_view(pt.text).substr(0, n - val), data->train_ids);
+      encoder.encode(std::string_view(pt.text).substr(n - val), data->validation_ids);
+    } else {
+      data->train.append(pt.text, 0, n - val);
+      data->validation.append(pt.text, n - val, val);
     }
   }
   return TextDataset(std::move(data));
 }
 
-// A pre-tokenized corpus (`swarm tokenize`): its last `validation_fraction` of ids is validation.
-// It must have been written with the job's tokenizer (the same vocabulary).
-TextDataset TextDataset::load_token_file(const std::string& path, double validation_fraction,
-                                         const Tokenizer* tokenizer) {
-  TokenFile f = read_token_file(path);
-  const int64_t want = tokenizer ? tokenizer->vocab_size() : 256;
-  if (static_cast<int64_t>(f.vocab_size) != want)
-    throw DatasetError("dataset " + path + ": written with a vocabulary of " + std::to_string(f.vocab_size) +
-                       ", but spec.training.tokenizer (" + (tokenizer ? tokenizer->describe() : "bytes") + ") has " +
-                       std::to_string(want));
-  auto data = std::make_shared<Data>();
-  data->path = path;
-  data->files = {path};
-  data->tokenized = true;
-  const auto val = static_cast<size_t>(std::floor(static_cast<double>(f.ids.size()) * validation_fraction));
-  data->validation_ids.assign(f.ids.end() - static_cast<std::ptrdiff_t>(val), f.ids.end());
-  f.ids.resize(f.ids.size() - val);
-  data->train_ids = std::move(f.ids);
-  return TextDataset(std::move(data));
-}
-
-size_t TextDataset::train_bytes() const { return data_->train.size(); }
-size_t TextDataset::validation_bytes() const { return data_->validation.size(); }
+size_t TextDataset::train_bytes() const { return data_->train_bytes; }
+size_t TextDataset::validation_bytes() const { return data_->validation_bytes; }
 std::vector<std::string> TextDataset::files() const { return data_->files; }
 const std::string& TextDataset::path() const { return data_->path; }
 std::string_view TextDataset::train() const { return data_->train; }
 std::string_view TextDataset::validation() const { return data_->validation; }
 size_t TextDataset::train_tokens() const { return data_->train_tokens(); }
 size_t TextDataset::validation_tokens() const { return data_->validation_tokens(); }
-
-BatchSampler::BatchSampler(const TextDataset& dataset, int64_t sequence_length, uint64_t seed,
-                           int stream)
-    : data_(dataset.data_), sequence_length_(sequence_length) {
-  if (sequence_length < 1) {
-    throw std::invalid_argument("BatchSampler: sequence_length must be >= 1");
-  }
-  const auto need = static_cast<uint64_t>(sequence_length) + 1;
-  if (dataset.train_tokens() < need) {
-    throw DatasetError("dataset " + data_->path + ": training split has " + std::to_string(dataset.train_tokens()) +
-                       " tokens, fewer than one sequence (" + std::to_string(need) + " tokens)");
-  }
-  // std::seed_seq and mt19937_64 are fully specified by the standard: same stream everywhere.
-  const auto s = static_cast<uint32_t>(stream);
-  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), s,
-                    0x53574152u /* 'SWAR' */};
-  rng_.seed(seq);
-}
-
-uint64_t BatchSampler::below(uint64_t n) {
-  // Rejection sampling: unbiased, and unlike std::uniform_int_distribution identical across
-  // standard libraries.
-  const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-  for (;;) {
-    const uint64_t x = rng_();
-    if (x >= threshold) return x % n;
-  }
-}
-
-namespace {
-
-template <class Token>
-void fill(const Token* tokens, int64_t start, int64_t t, int64_t row, std::vector<int64_t>& in,
-          std::vector<int64_t>& tg) {
-  const Token* b = tokens + start;
-  int64_t* ip = in.data() + row * t;
-  int64_t* tp = tg.data() + row * t;
-  for (int64_t j = 0; j < t; ++j) {
-    ip[j] = b[j];
-    tp[j] = b[j + 1];
-  }
-}
-
-// The window of `t` + 1 tokens at `start` of the training or validation split.
-void fill_from(const std::string& bytes, const std::vector<uint32_t>& ids, bool tokenized, int64_t start, int64_t t,
-               int64_t row, std::vector<int64_t>& in, std::vector<int64_t>& tg) {
-  if (tokenized) {
-    fill(ids.data(), start, t, row, in, tg);
-  } else {
-    fill(reinterpret_cast<const unsigned char*>(bytes.data()), start, t, row, in, tg);
-  }
-}
-
-void check_batch(int64_t batch) {
-  if (batch < 1) throw std::invalid_argument("BatchSampler: batch must be >= 1");
-}
-
-}  // namespace
-
-void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs,
-                        std::vector<int64_t>& targets) {
-  check_batch(batch);
-  const int64_t t = sequence_length_;
-  inputs.resize(static_cast<size_t>(batch * t));
-  targets.resize(static_cast<size_t>(batch * t));
-  const uint64_t starts = data_->train_tokens() - static_cast<uint64_t>(t);  // >= 1
-  for (int64_t r = 0; r < batch; ++r) {
-    fill_from(data_->train, data_->train_ids, data_->tokenized, static_cast<int64_t>(below(starts)), t, r, inputs,
-              targets);
-  }
-}
-
-int64_t BatchSampler::validation_windows() const {
-  const auto n = static_cast<int64_t>(data_->validation_tokens());
-  return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
-}
-
-void BatchSampler::validation_batch(int64_t batch, int64_t index, std::vector<int64_t>& inputs,
-                                    std::vector<int64_t>& targets) const {
-  check_batch(batch);
-  if (index < 0) throw std::invalid_argument("BatchSampler: validation index must be >= 0");
-  const int64_t windows = validation_windows();
-  const int64_t t = sequence_length_;
-  if (windows == 0) {
-    throw DatasetError("dataset " + data_->path + ": validation split has " +
-                       std::to_string(data_->validation_tokens()) +
-                       " tokens, fewer than one sequence (" + std::to_string(t + 1) + " tokens)");
-  }
-  inputs.resize(static_cast<size_t>(batch * t));
-  targets.resize(static_cast<size_t>(batch * t));
-  const int64_t first = (index % windows) * (batch % windows) % windows;
-  for (int64_t r = 0; r < batch; ++r) {
-    const int64_t w = (first + r) % windows;
-    fill_from(data_->validation, data_->validation_ids, data_->tokenized, w * t, t, r, inputs, targets);
-  }
-}
 
 }  // namespace swarm::data

@@ -171,7 +171,11 @@ void Tokenizer::check_model_vocab(int64_t model_vocab_size) const {
 TextDataset load_dataset(const JobSpec& spec) {
   const Tokenizer tokenizer = Tokenizer::from_spec(spec.training.tokenizer);
   tokenizer.check_model_vocab(spec.model.vocab_size);
-  return TextDataset::load(spec.training.dataset.path, 0.02, &tokenizer);
+  DatasetOptions o;
+  o.validation_fraction = spec.training.dataset.validation_fraction;
+  o.format = spec.training.dataset.format;
+  o.text_field = spec.training.dataset.text_field;
+  return TextDataset::load(spec.training.dataset.path, o, &tokenizer);
 }
 
 }  // namespace swarm::data

@@ -44,6 +44,7 @@ nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
     m["samples_per_second"] = m["samples_per_second"].get<double>() + r.value("samples_per_second", 0.0);
     for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() + r.value(k, 0.0);
     m["train_seconds"] = std::max(m["train_seconds"].get<double>(), r.value("train_seconds", 0.0));
+    m["data_wait_seconds"] = m.value("data_wait_seconds", 0.0) + r.value("data_wait_seconds", 0.0);
     if (r.contains("peers_per_stage")) m["peers_per_stage"] = r["peers_per_stage"];
     for (const char* k : {"stage_compute_seconds", "stage_wait_seconds"}) {  // summed over trainers
       if (!r.contains(k) || !r[k].is_array()) continue;

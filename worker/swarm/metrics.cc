@@ -78,6 +78,14 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                       .Help("On a trainer: seconds its requests to each stage spent outside the stage's compute "
                             "(network, queue); with swarm_stage_compute_seconds_total, whether a job is network-bound")
                       .Register(*registry_);
+  data_wait_total_ = &BuildCounter().Name("swarm_data_wait_seconds_total")
+                         .Help("On a trainer: seconds its microbatches waited on the dataset (drawing windows, "
+                               "copying them into tensors); per step: its rate over swarm_optimizer_step's")
+                         .Register(*registry_).Add(base_);
+  data_wait_ = &BuildHistogram().Name("swarm_data_wait_seconds")
+                   .Help("On a trainer: seconds one microbatch waited on the dataset")
+                   .Register(*registry_)
+                   .Add(base_, Histogram::BucketBoundaries{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
   staging_buffers_ = &BuildGauge().Name("swarm_staging_buffers")
                           .Help("Buffers held by the host staging pool").Register(*registry_).Add(base_);
 
@@ -187,6 +195,11 @@ void Metrics::add_bytes(uint64_t sent, uint64_t received) {
   if (received) received_->Increment(static_cast<double>(received));
 }
 void Metrics::set_loss(double loss) { loss_->Set(loss); }
+
+void Metrics::add_data_wait(double seconds) {
+  data_wait_total_->Increment(std::max(0.0, seconds));
+  data_wait_->Observe(seconds);
+}
 void Metrics::set_optimizer_step(int stage, double step) { gauge(*step_, stage).Set(step); }
 void Metrics::set_peers(int stage, double n) { gauge(*peers_, stage).Set(n); }
 void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(lr); }

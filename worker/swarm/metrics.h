@@ -47,6 +47,9 @@ class Metrics {
   void set_learning_rate(int stage, double lr);
   // This worker found its stage without state after the job trained (swarm_stage_reset_total).
   void add_stage_reset();
+  // A trainer drew a microbatch from its dataset in `seconds` (swarm_data_wait_seconds_total and
+  // the per-microbatch histogram swarm_data_wait_seconds).
+  void add_data_wait(double seconds);
 
   // A worker's device path (model::StageCompute), as running totals since the process started;
   // counters advance by the difference to the last call.
@@ -92,6 +95,8 @@ class Metrics {
   prometheus::Gauge* staging_buffers_ = nullptr;
   prometheus::Family<prometheus::Counter>* compute_seconds_ = nullptr;
   prometheus::Family<prometheus::Counter>* wait_seconds_ = nullptr;
+  prometheus::Counter* data_wait_total_ = nullptr;
+  prometheus::Histogram* data_wait_ = nullptr;
   swarm::Mutex compute_mu_;
   ComputeState compute_last_ GUARDED_BY(compute_mu_);  // what set_compute_state last saw (counter deltas)
 };

@@ -58,6 +58,7 @@ nlohmann::json TrainerReport::to_json() const {
           {"stage_compute_seconds", stage_compute_seconds},
           {"stage_wait_seconds", stage_wait_seconds},
           {"wire_bytes_per_sample", wire_bytes_per_sample},
+          {"data_wait_seconds", data_wait_seconds},
           {"finished", finished},
           {"loss_curve", curve},
           {"progress", prog}};
@@ -192,12 +193,16 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
 void Trainer::Impl::run_microbatch(uint64_t seq) {
   const int64_t B = opt.spec.training.microbatch, T = opt.spec.model.sequence_length;
   std::vector<int64_t> in, tg;
+  const double asked = now_seconds();
   {
     swarm::MutexLock lk(sampler_mu);
     sampler.next(B, in, tg);
   }
   auto tokens = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
   auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
+  const double waited = now_seconds() - asked;
+  data_wait_ns.fetch_add(static_cast<int64_t>(waited * 1e9));
+  metrics->add_data_wait(waited);
   const std::string mb = opt.peer_id + "/" + std::to_string(seq);
   const auto& to = opt.spec.timeouts;
 
@@ -327,6 +332,7 @@ TrainerReport Trainer::Impl::snapshot() {
   r.loss_first = mean(first_losses);
   r.stage_compute_seconds = stage_compute;
   r.stage_wait_seconds = stage_wait;
+  r.data_wait_seconds = static_cast<double>(data_wait_ns.load()) / 1e9;
   r.loss_last = mean(recent_losses);
   r.loss_ema = loss_ema;
   r.eval_loss = eval_loss;

@@ -34,7 +34,8 @@ struct Trainer::Impl {
       : opt(std::move(o)),
         stages(opt.spec.pipeline.stages),
         dataset(data::load_dataset(opt.spec)),
-        sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index),
+        sampler(dataset, opt.spec.model.sequence_length, opt.spec.training.seed, opt.index,
+                static_cast<int>(opt.spec.trainers.count)),
         stage_step(stages) {
     if (opt.max_steps <= 0) opt.max_steps = opt.spec.training.max_steps;
     if (opt.eval_batches < 0) opt.eval_batches = static_cast<int>(opt.spec.training.eval_batches);
@@ -104,6 +105,7 @@ struct Trainer::Impl {
   int stages;
   data::TextDataset dataset;
   swarm::Mutex sampler_mu;
+  std::atomic<int64_t> data_wait_ns{0};  // TrainerReport::data_wait_seconds
   data::BatchSampler sampler GUARDED_BY(sampler_mu);
   std::vector<std::unique_ptr<planner::StageRouter>> routers;
   std::unique_ptr<registry::RegistryClient> registry;
