@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cmd/model_commands.h"
 #include "common/job_spec.h"
 #include "registry/registry_server.h"
 #include "worker/data/token_file.h"
@@ -374,6 +375,12 @@ int main(int argc, char** argv) {
   registry.add_to(app);
   TokenizeCommand tokenize;
   tokenize.add_to(app);
+  swarm::cli::ExportCommand export_cmd;
+  export_cmd.add_to(app);
+  swarm::cli::EvalCommand eval_cmd;
+  eval_cmd.add_to(app);
+  swarm::cli::GenerateCommand generate_cmd;
+  generate_cmd.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -385,6 +392,9 @@ int main(int argc, char** argv) {
     if (*trainer.cmd) return trainer.run();
     if (*registry.cmd) return registry.run();
     if (*tokenize.cmd) return tokenize.run();
+    if (*export_cmd.cmd) return export_cmd.run();
+    if (*eval_cmd.cmd) return eval_cmd.run();
+    if (*generate_cmd.cmd) return generate_cmd.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece         # SentencePiece tokenizers; spm_train for the tests
   iproute2 iptables                          # emulated regions (bench/net/regions.sh)
+  python3-torch python3-venv                 # plain PyTorch checks an exported model (tests/export)
   clang                                       # thread-safety analysis of control and data plane (tests/tsa)
   libclang-rt-dev                             # libFuzzer and the sanitizer runtimes (tests/fuzz)
   fortunes fortunes-min                       # the default training text
@@ -30,4 +31,14 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python's safetensors (PyPI) beside Debian's PyTorch, in a venv of its own that sees the system's
+# packages: what the export test loads the exported model with.
+venv="$HOME/.cache/swarm-operator/tools/export-venv"
+if ! "$venv/bin/python" -c "import torch, safetensors.torch" 2>/dev/null; then
+  echo "install-deps: safetensors (PyPI) into $venv"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q "safetensors==0.4.5"
 fi

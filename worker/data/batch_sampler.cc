@@ -118,6 +118,24 @@ void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs, std::vector
     fill_from(data_->train, data_->train_ids, data_->tokenized, next_start(), t, r, inputs, targets);
 }
 
+int64_t BatchSampler::training_windows() const {
+  const auto n = static_cast<int64_t>(data_->train_tokens());
+  return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
+}
+
+void BatchSampler::training_batch_at(int64_t batch, int64_t index, std::vector<int64_t>& inputs,
+                                     std::vector<int64_t>& targets) const {
+  check_batch(batch);
+  const int64_t windows = training_windows(), t = sequence_length_;
+  if (index < 0 || windows == 0) throw std::invalid_argument("BatchSampler: no training window " + std::to_string(index));
+  inputs.resize(static_cast<size_t>(batch * t));
+  targets.resize(static_cast<size_t>(batch * t));
+  for (int64_t r = 0; r < batch; ++r) {
+    const int64_t w = (index * batch + r) % windows;
+    fill_from(data_->train, data_->train_ids, data_->tokenized, w * t, t, r, inputs, targets);
+  }
+}
+
 int64_t BatchSampler::validation_windows() const {
   const auto n = static_cast<int64_t>(data_->validation_tokens());
   return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;

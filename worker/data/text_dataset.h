@@ -146,6 +146,10 @@ class BatchSampler {
                         std::vector<int64_t>& targets) const;
 
   int64_t validation_windows() const;  // distinct validation windows; 0 if the split is too short
+  // The same fixed windows over the training split (swarm eval reads a whole file so).
+  void training_batch_at(int64_t batch, int64_t index, std::vector<int64_t>& inputs,
+                         std::vector<int64_t>& targets) const;
+  int64_t training_windows() const;
   int64_t sequence_length() const { return sequence_length_; }
 
  private:

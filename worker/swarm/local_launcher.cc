@@ -23,11 +23,11 @@
 #include "worker/swarm/clock.h"
 #include "common/ports.h"
 #include "common/random_token.h"
+#include "worker/swarm/export.h"
 #include "worker/swarm/local_report.h"
 #include "worker/swarm/preemption.h"
 
 namespace fs = std::filesystem;
-
 namespace swarm::runtime {
 namespace {
 
@@ -516,6 +516,9 @@ int LocalRun::finish() {
   auto report = merged();
   if (o_.progress) show(report, max_steps_, tty_, true);
   auto summary = summary_of(report, stats);
+  const std::string checkpoints = checkpoint_dir_.empty() ? spec_.checkpoint.path : checkpoint_dir_;
+  if (report.value("finished", false) && failure_.is_null() && o_.baseline.empty())
+    if (auto p = export_at_end(spec_, checkpoints, resolve_secret(spec_.secret))) summary["exported_model"] = *p;
   write_summary(o_.summary_path, summary);
   summary.erase("loss_curve");
   summary.erase("progress");

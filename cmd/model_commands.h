@@ -1,0 +1,38 @@
+// swarm export | eval | generate: the trained model out of the checkpoints, its loss on data, and
+// text sampled from it (worker/swarm/export.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace swarm::cli {
+
+struct ExportCommand {
+  std::string job, from, out, secret_file;
+  bool initial = false;
+  CLI::App* cmd = nullptr;
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+struct EvalCommand {
+  std::string model, data, tokenizer_model;
+  int64_t batches = 16, batch = 8;
+  CLI::App* cmd = nullptr;
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+struct GenerateCommand {
+  std::string model, prompt, tokenizer_model;
+  int64_t max_tokens = 200, top_k = 0;
+  double temperature = 0.8;
+  uint64_t seed = 1;
+  CLI::App* cmd = nullptr;
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+}  // namespace swarm::cli
