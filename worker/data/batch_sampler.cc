@@ -36,6 +36,12 @@ void fill_from(const std::string& bytes, const std::vector<uint32_t>& ids, bool 
   }
 }
 
+// Windows of t + 1 tokens at stride t in a split of n tokens.
+int64_t fixed_windows(size_t n, int64_t t) {
+  const auto tokens = static_cast<int64_t>(n);
+  return tokens < t + 1 ? 0 : (tokens - 1) / t;
+}
+
 void check_batch(int64_t batch) {
   if (batch < 1) throw std::invalid_argument("BatchSampler: batch must be >= 1");
 }
@@ -118,10 +124,7 @@ void BatchSampler::next(int64_t batch, std::vector<int64_t>& inputs, std::vector
     fill_from(data_->train, data_->train_ids, data_->tokenized, next_start(), t, r, inputs, targets);
 }
 
-int64_t BatchSampler::training_windows() const {
-  const auto n = static_cast<int64_t>(data_->train_tokens());
-  return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
-}
+int64_t BatchSampler::training_windows() const { return fixed_windows(data_->train_tokens(), sequence_length_); }
 
 void BatchSampler::training_batch_at(int64_t batch, int64_t index, std::vector<int64_t>& inputs,
                                      std::vector<int64_t>& targets) const {
@@ -137,8 +140,7 @@ void BatchSampler::training_batch_at(int64_t batch, int64_t index, std::vector<i
 }
 
 int64_t BatchSampler::validation_windows() const {
-  const auto n = static_cast<int64_t>(data_->validation_tokens());
-  return n < sequence_length_ + 1 ? 0 : (n - 1) / sequence_length_;
+  return fixed_windows(data_->validation_tokens(), sequence_length_);
 }
 
 void BatchSampler::validation_batch(int64_t batch, int64_t index, std::vector<int64_t>& inputs,
