@@ -9,12 +9,21 @@
 #include <stdexcept>
 
 #include "common/job_spec.h"
+#include "common/s3_url.h"
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
 #include "worker/swarm/export.h"
 
 namespace swarm::cli {
 namespace {
+
+// --model: an existing file, or an s3:// URL (downloaded with the AWS_* variables' settings).
+const CLI::Validator file_or_s3_url(
+    [](std::string& v) -> std::string {
+      if (is_s3_url(v)) return s3_url_problem(v).value_or("");
+      return CLI::ExistingFile(v);
+    },
+    "FILE|s3://BUCKET/KEY");
 
 std::string read_secret_file(const std::string& path) {
   std::ifstream in(path);
@@ -57,8 +66,11 @@ void ExportCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("export", "gather the newest step every stage checkpointed into one safetensors file");
   cmd->add_option("--job", job, "the SwarmJob manifest (model shape, checkpoint path, secret variable)")
       ->required()->check(CLI::ExistingFile);
-  cmd->add_option("--from", from, "the checkpoint directory (default: the job's spec.checkpoint.path)");
-  cmd->add_option("--out", out, "the safetensors file to write; config.json goes beside it")->required();
+  cmd->add_option("--from", from,
+                  "the checkpoint directory or s3://bucket/prefix (default: the job's spec.checkpoint.path; "
+                  "object storage settings from spec.checkpoint.s3 and the AWS_* variables)");
+  cmd->add_option("--out", out, "the safetensors file (or s3:// object) to write; config.json goes beside it")
+      ->required();
   cmd->add_option("--secret-file", secret_file,
                   "read the job secret from this file (swarm local keeps it in LOG_DIR/job-secret) instead of the "
                   "variable spec.secret.env names");
@@ -73,10 +85,14 @@ int ExportCommand::run() const {
                 static_cast<double>(r.bytes) / 1e6, r.model_path.c_str());
     return 0;
   }
-  const std::string dir = from.empty() ? spec.checkpoint.path : from;
-  if (dir.empty()) throw std::invalid_argument("--from: the job has no spec.checkpoint.path; name the directory");
+  runtime::CheckpointLocation where(spec.checkpoint);
+  if (!from.empty()) where.path = from;
+  if (where.path.empty()) throw std::invalid_argument("--from: the job has no spec.checkpoint.path; name the directory");
+  if (auto why = is_s3_url(where.path) ? s3_url_problem(where.path) : std::nullopt)
+    throw std::invalid_argument("--from: " + *why);
+  if (auto why = is_s3_url(out) ? s3_url_problem(out) : std::nullopt) throw std::invalid_argument("--out: " + *why);
   const std::string secret = secret_file.empty() ? resolve_secret(spec.secret) : read_secret_file(secret_file);
-  const auto r = runtime::export_model(spec, dir, secret, out);
+  const auto r = runtime::export_model(spec, where, secret, out);
   std::printf("exported step %lld: %zu tensors, %.1f MB -> %s (config: %s)\n", static_cast<long long>(r.step),
               r.tensors, static_cast<double>(r.bytes) / 1e6, r.model_path.c_str(), r.config_path.c_str());
   return 0;
@@ -84,7 +100,8 @@ int ExportCommand::run() const {
 
 void EvalCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("eval", "loss and perplexity of an exported model on data");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
+      ->required()->check(file_or_s3_url);
   cmd->add_option("--data", data, "text, JSON Lines or token files, or a directory (as spec.training.dataset)")
       ->required()->check(CLI::ExistingPath);
   cmd->add_option("--batches", batches, "batches of consecutive windows from the start of the data")
@@ -119,7 +136,8 @@ int EvalCommand::run() const {
 
 void GenerateCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("generate", "continue a prompt with an exported model");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
+      ->required()->check(file_or_s3_url);
   cmd->add_option("--prompt", prompt, "the text to continue")->required();
   cmd->add_option("--max-tokens", max_tokens, "tokens to add")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", temperature, "0 = always the most likely token")

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "registry/registry_server.h"
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
+#include "worker/swarm/export.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/local_launcher.h"
 #include "worker/swarm/stage_server.h"
@@ -205,7 +207,9 @@ struct WorkerCommand {
 // swarm trainer
 struct TrainerCommand {
   swarm::runtime::TrainerOptions trainer;
-  std::string job;
+  std::string job, termination_log = "/dev/termination-log";
+  bool export_at_end = false;
+  double export_wait = 120;
   CLI::App* cmd = nullptr;
 
   void add_to(CLI::App& app) {
@@ -218,6 +222,15 @@ struct TrainerCommand {
     cmd->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");
     cmd->add_option("--max-seconds", trainer.max_seconds, "stop after S seconds");
     cmd->add_option("--metrics-bind", trainer.metrics_bind, "host:port of /metrics")->capture_default_str();
+    cmd->add_flag("--export-at-end", export_at_end,
+                  "once the steps are done, export the model to <spec.checkpoint.path>/export/model.safetensors and "
+                  "write its location to --termination-log (the operator passes it to trainer 0)");
+    cmd->add_option("--export-wait", export_wait, "seconds to wait for every stage's last checkpoint")
+        ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+    cmd->add_option("--termination-log", termination_log,
+                    "where --export-at-end writes {\"exportedModel\": ..., \"step\": ...} (the pod's termination "
+                    "message, which the operator puts in the SwarmJob's status)")
+        ->capture_default_str();
     cmd->add_flag("--gpipe", trainer.gpipe,
                   "the synchronous baseline: each step's microbatches all in flight, a flush before the next step, "
                   "no failover (run with one worker per stage)");
@@ -231,7 +244,20 @@ struct TrainerCommand {
     spdlog::info("trainer {}: {} steps, {} samples, {:.1f} samples/s, loss {:.4f} -> {:.4f}, eval {:.4f}",
                  trainer.peer_id, report.steps, report.samples, report.samples_per_second,
                  report.loss_first, report.loss_last, report.eval_loss);
+    if (export_at_end && report.finished) export_and_tell();
     return 0;
+  }
+
+  // The export at the end of a cluster job, and its location as the container's termination message.
+  void export_and_tell() const {
+    const int64_t last = trainer.max_steps > 0 ? trainer.max_steps : trainer.spec.training.max_steps;
+    auto r = swarm::runtime::export_after_training(trainer.spec, swarm::runtime::CheckpointLocation(trainer.spec.checkpoint),
+                                                   trainer.secret, last, export_wait);
+    if (!r) return;
+    const nlohmann::json message = {{"exportedModel", r->model_path}, {"step", r->step}};
+    std::ofstream out(termination_log, std::ios::trunc);
+    out << message.dump();
+    if (!out) spdlog::warn("trainer {}: cannot write {}", trainer.peer_id, termination_log);
   }
 };
 

@@ -166,8 +166,12 @@ bool operator==(const RebalancingSpec& a, const RebalancingSpec& b) {
   return std::tie(a.enabled, a.period_seconds, a.min_peers_per_stage, a.min_gain, a.cooldown_seconds) ==
          std::tie(b.enabled, b.period_seconds, b.min_peers_per_stage, b.min_gain, b.cooldown_seconds);
 }
+bool operator==(const CheckpointS3Spec& a, const CheckpointS3Spec& b) {
+  return std::tie(a.endpoint, a.region, a.path_style, a.part_size_mib) ==
+         std::tie(b.endpoint, b.region, b.path_style, b.part_size_mib);
+}
 bool operator==(const CheckpointSpec& a, const CheckpointSpec& b) {
-  return std::tie(a.path, a.every_steps, a.keep) == std::tie(b.path, b.every_steps, b.keep);
+  return std::tie(a.path, a.every_steps, a.keep, a.s3) == std::tie(b.path, b.every_steps, b.keep, b.s3);
 }
 bool operator==(const JobSpec& a, const JobSpec& b) {
   return std::tie(a.api_version, a.kind, a.name, a.namespace_, a.model, a.pipeline, a.averaging, a.training,

@@ -203,10 +203,27 @@ struct RebalancingSpec {
 // spec.checkpoint: each stage writes parameters, optimizer state and step every everySteps steps
 // (atomically: a crash mid-write never corrupts the last good checkpoint). A stage left with no
 // live peer is restored from its latest checkpoint by the next peer assigned to it.
+//
+// path s3://BUCKET[/PREFIX] keeps them in object storage instead (S3, MinIO, GCS's S3 interface,
+// R2; worker/storage/s3_client.h): each checkpoint is uploaded (multipart above partSizeMiB), then a
+// manifest is written last, so a half-uploaded checkpoint is never listed or restored. The
+// credentials come from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional
+// AWS_SESSION_TOKEN); on Kubernetes the operator sets them in every pod from the Secret that
+// spec.checkpoint.s3.credentialsSecret names (Kubernetes-only).
+struct CheckpointS3Spec {
+  std::string endpoint;              // endpoint: http(s)://host[:port]; "" = $AWS_ENDPOINT_URL_S3,
+                                     //   $AWS_ENDPOINT_URL, else https://s3.<region>.amazonaws.com
+  std::string region;                // region: "" = $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1
+  std::optional<bool> path_style;    // pathStyle: left out = true when an endpoint is set (MinIO)
+  std::int64_t part_size_mib = 16;   // partSizeMiB, 5..5120: multipart upload part size
+};
+
 struct CheckpointSpec {
-  std::string path;                 // path: a directory shared by the stage's peers; "" = off
+  std::string path;                 // path: a directory shared by the stage's peers, or
+                                    //   s3://bucket[/prefix]; "" = off
   std::int64_t every_steps = 50;    // everySteps, >= 1
   std::int64_t keep = 2;            // keep, >= 1: checkpoints kept per stage
+  CheckpointS3Spec s3;              // s3: object storage settings (with an s3:// path)
 };
 
 // spec.security. transport left out: "authenticated" under `swarm local` (one machine); the
@@ -235,7 +252,7 @@ struct JobSpec {
   SecuritySpec security;                          // spec.security
   // The Kubernetes-only fields the manifest set (spec.nodePools, spec.placement,
   // spec.workers.image/resources/minPerStage/maxPerStage, spec.trainers.image/resources,
-  // spec.checkpoint.volumeClaimName), as paths.
+  // spec.checkpoint.volumeClaimName, spec.checkpoint.s3.credentialsSecret), as paths.
   // The operator reads them (operator/api/swarmjob.h); everything else ignores them, and `swarm
   // local` says so. Not part of equality or of to_json.
   std::vector<std::string> cluster_only_fields;
@@ -315,6 +332,7 @@ bool operator==(const TrainersSpec& a, const TrainersSpec& b);
 bool operator==(const TimeoutsSpec& a, const TimeoutsSpec& b);
 bool operator==(const SecretSpec& a, const SecretSpec& b);
 bool operator==(const RebalancingSpec& a, const RebalancingSpec& b);
+bool operator==(const CheckpointS3Spec& a, const CheckpointS3Spec& b);
 bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
 inline bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
@@ -329,6 +347,7 @@ inline bool operator!=(const TrainersSpec& a, const TrainersSpec& b) { return !(
 inline bool operator!=(const TimeoutsSpec& a, const TimeoutsSpec& b) { return !(a == b); }
 inline bool operator!=(const SecretSpec& a, const SecretSpec& b) { return !(a == b); }
 inline bool operator!=(const RebalancingSpec& a, const RebalancingSpec& b) { return !(a == b); }
+inline bool operator!=(const CheckpointS3Spec& a, const CheckpointS3Spec& b) { return !(a == b); }
 inline bool operator!=(const CheckpointSpec& a, const CheckpointSpec& b) { return !(a == b); }
 inline bool operator!=(const JobSpec& a, const JobSpec& b) { return !(a == b); }
 

@@ -101,6 +101,17 @@ class Reader {
     }
   }
 
+  // A boolean that may be left out (out stays nullopt).
+  void get(const char* key, std::optional<bool>& out) {
+    const json* v = field(key);
+    if (v == nullptr) return;
+    if (v->is_boolean()) {
+      out = v->get<bool>();
+    } else {
+      fail(key, "expected a boolean (true or false), got " + describe(*v));
+    }
+  }
+
   void get(const char* key, double& out) {
     if (const json* v = field(key)) {
       if (v->is_number()) {
@@ -388,6 +399,13 @@ void decode_checkpoint(Reader& spec, JobSpec& out) {
   r.get("everySteps", c.every_steps);
   r.get("keep", c.keep);
   r.ignore("volumeClaimName", out.cluster_only_fields);
+  Reader s3 = r.object("s3");
+  s3.get("endpoint", c.s3.endpoint);
+  s3.get("region", c.s3.region);
+  s3.get("pathStyle", c.s3.path_style);
+  s3.get("partSizeMiB", c.s3.part_size_mib);
+  s3.ignore("credentialsSecret", out.cluster_only_fields);
+  s3.finish();
   r.finish();
 }
 
@@ -511,6 +529,13 @@ nlohmann::json to_json(const JobSpec& s) {
         {"everySteps", s.checkpoint.every_steps},
         {"keep", s.checkpoint.keep}}},
   };
+  if (s.checkpoint.s3 != CheckpointS3Spec{}) {
+    json s3{{"endpoint", s.checkpoint.s3.endpoint},
+            {"region", s.checkpoint.s3.region},
+            {"partSizeMiB", s.checkpoint.s3.part_size_mib}};
+    if (s.checkpoint.s3.path_style) s3["pathStyle"] = *s.checkpoint.s3.path_style;
+    spec["checkpoint"]["s3"] = std::move(s3);
+  }
   if (s.security.transport) spec["security"] = {{"transport", to_string(*s.security.transport)}};
   return json{{"apiVersion", s.api_version},
               {"kind", s.kind},

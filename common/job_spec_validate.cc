@@ -7,6 +7,7 @@
 
 #include "common/job_spec.h"
 #include "common/job_spec_internal.h"
+#include "common/s3_url.h"
 
 namespace swarm::detail {
 namespace {
@@ -245,6 +246,28 @@ void check_secret(const SecretSpec& s, Rules& r) {
   }
 }
 
+// spec.checkpoint.path s3://BUCKET[/PREFIX] and spec.checkpoint.s3.
+void check_object_storage(const CheckpointSpec& c, Rules& r) {
+  const bool s3 = c.path.rfind("s3://", 0) == 0;
+  if (s3) {
+    if (auto why = s3_url_problem(c.path)) r.error("spec.checkpoint.path", *why);
+  } else if (c.path.find("://") != std::string::npos) {
+    r.error("spec.checkpoint.path", "must be a directory or s3://bucket[/prefix], got " + quote(c.path));
+  }
+  const std::string p = "spec.checkpoint.s3.";
+  r.range(p + "partSizeMiB", c.s3.part_size_mib, 5, 5120);
+  if (!c.s3.endpoint.empty() && c.s3.endpoint.rfind("http://", 0) != 0 && c.s3.endpoint.rfind("https://", 0) != 0)
+    r.error(p + "endpoint", "must start with http:// or https://, got " + quote(c.s3.endpoint));
+  for (char ch : c.s3.region) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-') {
+      r.error(p + "region", "must be letters, digits and '-', got " + quote(c.s3.region));
+      break;
+    }
+  }
+  if (!s3 && c.s3 != CheckpointS3Spec{})
+    r.error("spec.checkpoint.s3", "applies only to an s3:// spec.checkpoint.path, got path " + quote(c.path));
+}
+
 void check_elasticity(const JobSpec& s, Rules& r) {
   const std::string p = "spec.rebalancing.";
   r.number(p + "periodSeconds", s.rebalancing.period_seconds, gt(0), le(86400));
@@ -259,6 +282,7 @@ void check_elasticity(const JobSpec& s, Rules& r) {
   }
   r.at_least("spec.checkpoint.everySteps", s.checkpoint.every_steps, 1);
   r.range("spec.checkpoint.keep", s.checkpoint.keep, 1, 1000);
+  check_object_storage(s.checkpoint, r);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtorch-dev libopenblas0-openmp            # libtorch; OpenBLAS (OpenMP) is ~6x faster than reference BLAS
   libcpprest-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
+  libcurl4-openssl-dev libpugixml-dev          # object storage: libcurl (AWS SigV4), pugixml (S3 XML)
   prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libasio-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece         # SentencePiece tokenizers; spm_train for the tests

@@ -10,8 +10,10 @@ cd "$(dirname "$0")/.."
 #   build-cluster.sh   the node components of the local cluster (kubelet, kube-proxy,
 #                      kube-controller-manager, CoreDNS, Prometheus) for the end-to-end test on real
 #                      Kubernetes nodes (ctest -L cluster; scripts/k8s/cluster.sh)
+#   build-minio.sh     MinIO, the S3 server the object-storage checkpoint tests write to
 go_log=$(mktemp /tmp/swarm-go-build.XXXXXX.log)
-( bash scripts/k8s/build-testenv.sh && bash scripts/k8s/build-helm.sh && bash scripts/k8s/build-cluster.sh ) \
+( bash scripts/k8s/build-testenv.sh && bash scripts/k8s/build-helm.sh && bash scripts/k8s/build-cluster.sh &&
+  bash scripts/build-minio.sh ) \
   >"$go_log" 2>&1 &
 go_pid=$!
 trap 'kill "$go_pid" 2>/dev/null || true' EXIT

@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "common/crypto.h"
+#include "common/s3_url.h"
+#include "worker/swarm/checkpoint_s3.h"
 
 namespace fs = std::filesystem;
 
@@ -70,21 +72,9 @@ crypto::Mac trailer_mac(const std::string& key, const char* state, size_t n, con
   return h.finish();
 }
 
-}  // namespace
+std::vector<CheckpointFile> list_files(const std::string& dir, int stage);
 
-std::string checkpoint_key(const std::string& secret) {
-  return crypto::hkdf_sha256(secret, "", "swarm checkpoint v1");
-}
-
-std::string write_checkpoint(const std::string& dir, int stage, int64_t step, const std::string& state,
-                             int64_t keep, const std::string& key) {
-  std::string head(kTrailerMagic, 8);
-  put_i64(head, stage);
-  put_i64(head, step);
-  const crypto::Mac mac = trailer_mac(key, state.data(), state.size(), head);
-  std::string bytes;
-  bytes.reserve(state.size() + kTrailerBytes);
-  bytes.append(state).append(head).append(reinterpret_cast<const char*>(mac.data()), mac.size());
+std::string write_file(const std::string& dir, int stage, int64_t step, const std::string& bytes, int64_t keep) {
   const std::string sdir = stage_dir(dir, stage);
   std::error_code ec;
   fs::create_directories(sdir, ec);
@@ -106,12 +96,12 @@ std::string write_checkpoint(const std::string& dir, int stage, int64_t step, co
   if (::close(fd) != 0) abandon(-1, tmp, "cannot flush");
   if (::rename(tmp.c_str(), final_path.c_str()) != 0) abandon(-1, tmp, "cannot rename to " + final_path + " from");
   fsync_path(sdir, O_RDONLY | O_DIRECTORY);
-  auto all = list_checkpoints(dir, stage);
+  auto all = list_files(dir, stage);
   for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove(all[i].path, ec);
   return final_path;
 }
 
-std::vector<CheckpointFile> list_checkpoints(const std::string& dir, int stage) {
+std::vector<CheckpointFile> list_files(const std::string& dir, int stage) {
   std::vector<CheckpointFile> out;
   std::error_code ec;
   const std::string sdir = stage_dir(dir, stage);
@@ -129,18 +119,9 @@ std::vector<CheckpointFile> list_checkpoints(const std::string& dir, int stage) 
   return out;
 }
 
-std::string read_checkpoint(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("checkpoint: cannot read " + path);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (!f.good() && !f.eof()) throw std::runtime_error("checkpoint: read error in " + path);
-  return ss.str();
-}
-
-std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key) {
-  std::string bytes = read_checkpoint(f.path);
-  const std::string where = "checkpoint " + f.path + ": ";
+// The bytes and the checks of open_checkpoint, whatever the bytes came from.
+std::string authenticate(std::string bytes, const std::string& path, int64_t step, int stage, const std::string& key) {
+  const std::string where = "checkpoint " + path + ": ";
   if (bytes.size() < kTrailerBytes || bytes.compare(bytes.size() - kTrailerBytes, 8, kTrailerMagic) != 0)
     throw std::runtime_error(where + "no authentication trailer (" + std::to_string(bytes.size()) +
                              " bytes; truncated, or not written by this version)");
@@ -151,12 +132,66 @@ std::string open_checkpoint(const CheckpointFile& f, int stage, const std::strin
     throw std::runtime_error(where + "authentication failed: changed since it was written, or written by a job "
                                      "with another secret (spec.secret)");
   const int64_t st = get_i64(head.data() + 8), sp = get_i64(head.data() + 16);
-  if (st != stage || sp != f.step)
+  if (st != stage || sp != step)
     throw std::runtime_error(where + "holds stage " + std::to_string(st) + " step " + std::to_string(sp) +
-                             ", not stage " + std::to_string(stage) + " step " + std::to_string(f.step) +
+                             ", not stage " + std::to_string(stage) + " step " + std::to_string(step) +
                              " as its place says (moved or copied)");
   bytes.resize(n);
   return bytes;
+}
+
+}  // namespace
+
+bool CheckpointLocation::object_storage() const { return is_s3_url(path); }
+
+std::string checkpoint_step_name(int64_t step) { return step_name(step); }
+
+std::string checkpoint_key(const std::string& secret) {
+  return crypto::hkdf_sha256(secret, "", "swarm checkpoint v1");
+}
+
+std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, const std::string& state,
+                             int64_t keep, const std::string& key) {
+  std::string head(kTrailerMagic, 8);
+  put_i64(head, stage);
+  put_i64(head, step);
+  const crypto::Mac mac = trailer_mac(key, state.data(), state.size(), head);
+  std::string bytes;
+  bytes.reserve(state.size() + kTrailerBytes);
+  bytes.append(state).append(head).append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  if (where.object_storage()) return s3_checkpoints::write(where, stage, step, bytes, keep);
+  return write_file(where.path, stage, step, bytes, keep);
+}
+
+std::vector<CheckpointFile> list_checkpoints(const CheckpointLocation& where, int stage) {
+  if (where.object_storage()) return s3_checkpoints::list(where, stage);
+  return list_files(where.path, stage);
+}
+
+std::string read_checkpoint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("checkpoint: cannot read " + path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (!f.good() && !f.eof()) throw std::runtime_error("checkpoint: read error in " + path);
+  return ss.str();
+}
+
+std::string read_checkpoint(const CheckpointLocation& where, const CheckpointFile& f) {
+  if (where.object_storage()) return s3_checkpoints::read(where, f);
+  return read_checkpoint(f.path);
+}
+
+std::string open_checkpoint(const CheckpointLocation& where, const CheckpointFile& f, int stage, const std::string& key) {
+  return authenticate(read_checkpoint(where, f), f.path, f.step, stage, key);
+}
+
+std::string authenticate_checkpoint(std::string bytes, const CheckpointFile& f, int stage, const std::string& key) {
+  return authenticate(std::move(bytes), f.path, f.step, stage, key);
+}
+
+std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key) {
+  return authenticate(read_checkpoint(f.path), f.path, f.step, stage, key);
 }
 
 }  // namespace swarm::runtime

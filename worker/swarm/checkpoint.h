@@ -10,6 +10,13 @@
 // restore (open_checkpoint throws, naming the file and why); the restoring peer then tries the next
 // older one. To resume from checkpoints after deleting and re-creating a job, give it the same
 // secret (spec.secret.secretRef; `swarm local --log-dir` keeps its own in the log folder).
+//
+// In object storage (spec.checkpoint.path s3://bucket/prefix; checkpoint_s3.cc) the same bytes go
+// to <prefix>/stage-<s>/step-<000000123>.ckpt (a multipart upload above the part size), then a
+// manifest <prefix>/stage-<s>/step-<000000123>.manifest.json {stage, step, object, bytes, sha256}
+// is written last: only checkpoints with a manifest are listed, and restoring one checks its size
+// and SHA-256 against the manifest before its trailer, so a half-uploaded checkpoint is never
+// restored (the restoring peer tries the next older one).
 #pragma once
 
 #include <cstdint>
@@ -17,31 +24,53 @@
 #include <string>
 #include <vector>
 
+#include "common/job_spec.h"
+
 namespace swarm::runtime {
+
+// Where a job's checkpoints are: a directory, or s3://bucket[/prefix] with its settings (the
+// credentials come from the environment, storage/s3_client.h).
+struct CheckpointLocation {
+  std::string path;
+  CheckpointS3Spec s3;
+  CheckpointLocation(std::string p) : path(std::move(p)) {}  // NOLINT: a directory converts
+  CheckpointLocation(const char* p) : path(p) {}             // NOLINT
+  explicit CheckpointLocation(const CheckpointSpec& c) : path(c.path), s3(c.s3) {}
+  bool object_storage() const;
+};
 
 struct CheckpointFile {
   std::string path;
   int64_t step = 0;
 };
 
+// "step-000000123.ckpt": the name of a step's checkpoint in its stage's folder.
+std::string checkpoint_step_name(int64_t step);
+
 // The checkpoint key of a job secret (throws std::invalid_argument for an empty secret).
 std::string checkpoint_key(const std::string& secret);
 
 // Writes `bytes` as stage `stage`'s checkpoint of `step`, authenticated with `key`. Throws
 // std::runtime_error naming the path on any I/O failure (the previous checkpoints stay intact).
-std::string write_checkpoint(const std::string& dir, int stage, int64_t step, const std::string& bytes,
+// Returns where it went (a path or an s3:// URL).
+std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes,
                              int64_t keep, const std::string& key);
 
-// The stage's checkpoints, newest first. Unfinished temporary files are ignored.
-std::vector<CheckpointFile> list_checkpoints(const std::string& dir, int stage);
+// The stage's checkpoints, newest first. Unfinished temporary files and objects without a manifest
+// are ignored.
+std::vector<CheckpointFile> list_checkpoints(const CheckpointLocation& where, int stage);
 
-// Reads a checkpoint file's bytes as they are (trailer included); throws std::runtime_error naming
-// the path.
-std::string read_checkpoint(const std::string& path);
+// Reads a checkpoint's bytes as they are (trailer included); throws std::runtime_error naming the
+// path (in object storage: also when the object does not match its manifest).
+std::string read_checkpoint(const CheckpointLocation& where, const CheckpointFile& f);
+std::string read_checkpoint(const std::string& path);  // a file
 
 // Reads and authenticates checkpoint `f` of stage `stage`; returns its state bytes. Throws
 // std::runtime_error "checkpoint <path>: ..." when it cannot be read, has no trailer, names another
 // stage or step than its place, or fails authentication.
-std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key);
+std::string open_checkpoint(const CheckpointLocation& where, const CheckpointFile& f, int stage, const std::string& key);
+std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key);  // a file
+// open_checkpoint's checks of bytes already read (read_checkpoint) with `key`.
+std::string authenticate_checkpoint(std::string bytes, const CheckpointFile& f, int stage, const std::string& key);
 
 }  // namespace swarm::runtime

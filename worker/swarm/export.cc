@@ -2,7 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <stdlib.h>
+
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,7 +16,9 @@
 
 #include "worker/model/optimizer.h"
 #include "worker/model/state.h"
+#include "common/s3_url.h"
 #include "worker/swarm/checkpoint.h"
+#include "worker/swarm/checkpoint_s3.h"
 #include "worker/swarm/job_model.h"
 #include "worker/swarm/safetensors.h"
 
@@ -29,12 +35,13 @@ std::string global_name(const model::ModelConfig& c, int64_t s, const std::strin
 }
 
 // The newest step every stage has a checkpoint of.
-int64_t common_step(const std::string& dir, int stages) {
+int64_t common_step(const CheckpointLocation& where, int stages) {
+  const std::string& dir = where.path;
   std::set<int64_t> common;
   std::string have;
   for (int s = 0; s < stages; ++s) {
     std::set<int64_t> steps;
-    for (const auto& f : list_checkpoints(dir, s)) steps.insert(f.step);
+    for (const auto& f : list_checkpoints(where, s)) steps.insert(f.step);
     if (steps.empty()) throw std::runtime_error("export: " + dir + " has no checkpoint of stage " + std::to_string(s));
     have += (s ? "; stage " : "stage ") + std::to_string(s) + ":";
     for (int64_t r : steps) have += " " + std::to_string(r);
@@ -81,8 +88,26 @@ std::vector<std::pair<std::string, at::Tensor>> exported_tensors(
   return out;
 }
 
+namespace {
+
+// A scratch folder for files on their way to or from object storage, removed with it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "swarm-export.XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("export: cannot create a folder in " + templ);
+    path = templ;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
 // The stages as one safetensors file and its config.json.
-static ExportResult write_export(const JobSpec& spec, const std::vector<std::shared_ptr<model::StageModel>>& models,
+static ExportResult write_local_export(const JobSpec& spec, const std::vector<std::shared_ptr<model::StageModel>>& models,
                           int64_t step, const std::string& out_path) {
   TensorFile file;
   file.tensors = exported_tensors(models);
@@ -106,37 +131,98 @@ static ExportResult write_export(const JobSpec& spec, const std::vector<std::sha
   return r;
 }
 
-ExportResult export_model(const JobSpec& spec, const std::string& dir, const std::string& secret,
+// To a file, or to s3://bucket/key (config.json beside it, uploaded after the model, so a
+// config.json names a complete model).
+static ExportResult write_export(const JobSpec& spec, const std::vector<std::shared_ptr<model::StageModel>>& models,
+                                 int64_t step, const std::string& out_path, const CheckpointS3Spec& s3) {
+  if (!is_s3_url(out_path)) return write_local_export(spec, models, step, out_path);
+  const S3Url u = parse_s3_url(out_path);
+  ScratchDir scratch;
+  ExportResult r = write_local_export(spec, models, step, (scratch.path / "model.safetensors").string());
+  const auto slash = u.prefix.rfind('/');
+  const std::string config_url = u.url_of(slash == std::string::npos ? "config.json" : u.prefix.substr(0, slash) + "/config.json");
+  upload_file(s3, r.model_path, out_path);
+  upload_file(s3, r.config_path, config_url);
+  r.model_path = out_path;
+  r.config_path = config_url;
+  return r;
+}
+
+ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret,
                           const std::string& out_path) {
   const auto config = model_config(spec);
   const int stages = static_cast<int>(config.num_stages);
-  const int64_t step = common_step(dir, stages);
+  const int64_t step = common_step(where, stages);
   const std::string key = checkpoint_key(secret);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int s = 0; s < stages; ++s) {
     auto m = model::make_stage(config, s, 0);
     model::StageOptimizer opt(*m, optimizer_config(spec));
     CheckpointFile found;
-    for (const auto& c : list_checkpoints(dir, s))
+    for (const auto& c : list_checkpoints(where, s))
       if (c.step == step) found = c;
-    model::load_state(open_checkpoint(found, s, key), *m, opt);
+    model::load_state(open_checkpoint(where, found, s, key), *m, opt);
     models.push_back(std::move(m));
   }
-  return write_export(spec, models, step, out_path);
+  return write_export(spec, models, step, out_path, where.s3);
 }
 
 ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
   const auto config = model_config(spec);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int64_t s = 0; s < config.num_stages; ++s) models.push_back(model::make_stage(config, s, stage_seed(spec)));
-  return write_export(spec, models, 0, out_path);
+  return write_export(spec, models, 0, out_path, spec.checkpoint.s3);
 }
 
-std::optional<std::string> export_at_end(const JobSpec& spec, const std::string& dir, const std::string& secret) {
-  if (dir.empty()) return std::nullopt;
-  const std::string out = (std::filesystem::path(dir) / "export" / "model.safetensors").string();
+std::optional<ExportResult> export_after_training(const JobSpec& spec, const CheckpointLocation& where,
+                                                 const std::string& secret, int64_t min_step, double wait_seconds) {
+  if (where.path.empty()) return std::nullopt;
+  const int stages = static_cast<int>(spec.pipeline.stages);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
+  for (;;) {
+    int64_t step = -1;
+    std::string why;
+    try {
+      step = common_step(where, stages);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (step >= min_step) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (step < 0) {
+        spdlog::warn("the model was not exported: {}", why);
+        return std::nullopt;
+      }
+      spdlog::warn("export: no step >= {} that every stage checkpointed after {:.0f} s; exporting step {}", min_step,
+                   wait_seconds, step);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
   try {
-    const auto r = export_model(spec, dir, secret, out);
+    auto r = export_model(spec, where, secret, export_location(where));
+    spdlog::info("exported step {} of the model to {} ({} tensors, {:.1f} MB)", r.step, r.model_path, r.tensors,
+                 static_cast<double>(r.bytes) / 1e6);
+    return r;
+  } catch (const std::exception& e) {
+    spdlog::warn("the model was not exported: {}", e.what());
+    return std::nullopt;
+  }
+}
+
+std::string export_location(const CheckpointLocation& where) {
+  if (where.object_storage()) {
+    const S3Url u = parse_s3_url(where.path);
+    return u.url_of(u.key("export/model.safetensors"));
+  }
+  return (std::filesystem::path(where.path) / "export" / "model.safetensors").string();
+}
+
+std::optional<std::string> export_at_end(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret) {
+  if (where.path.empty()) return std::nullopt;
+  const std::string out = export_location(where);
+  try {
+    const auto r = export_model(spec, where, secret, out);
     spdlog::info("exported step {} of the model to {} ({} tensors, {:.1f} MB)", r.step, out, r.tensors,
                  static_cast<double>(r.bytes) / 1e6);
     return out;
@@ -146,7 +232,13 @@ std::optional<std::string> export_at_end(const JobSpec& spec, const std::string&
   }
 }
 
-ExportedModel load_exported(const std::string& path) {
+ExportedModel load_exported(const std::string& path, const CheckpointS3Spec& s3) {
+  if (is_s3_url(path)) {
+    ScratchDir scratch;
+    const std::string local = (scratch.path / "model.safetensors").string();
+    download_file(s3, path, local);
+    return load_exported(local, s3);
+  }
   TensorFile f = read_safetensors(path);
   const auto it = f.metadata.find("swarm.config");
   if (it == f.metadata.end()) throw std::runtime_error("model " + path + ": no swarm.config in its metadata (not written by swarm export)");

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/job_spec.h"
+#include "worker/swarm/checkpoint.h"
 #include "worker/model/config.h"
 #include "worker/model/stage.h"
 
@@ -41,7 +42,8 @@ struct ExportResult {
 
 // Throws std::runtime_error naming the directory, stage or file: no checkpoints, no step every
 // stage has, a checkpoint that fails authentication or does not fit the spec.
-ExportResult export_model(const JobSpec& spec, const std::string& checkpoint_dir, const std::string& secret,
+// `out_path` may be s3://bucket/key (config.json is uploaded beside it, after the model).
+ExportResult export_model(const JobSpec& spec, const CheckpointLocation& checkpoints, const std::string& secret,
                           const std::string& out_path);
 
 // The exported names of the stages' parameters, in stage order.
@@ -62,10 +64,21 @@ struct ExportedModel {
   double loss(const at::Tensor& ids, const at::Tensor& targets) const;
 };
 
-// At the end of a finished run: exports the checkpoints under `dir` (the job's spec.checkpoint.path,
-// or where swarm local kept them) to <dir>/export/model.safetensors and returns that path; nothing
-// when `dir` is empty or the export fails (logged as a warning: the training itself succeeded).
-std::optional<std::string> export_at_end(const JobSpec& spec, const std::string& dir, const std::string& secret);
+// Where export_at_end writes: <checkpoints>/export/model.safetensors (a path or an s3:// URL).
+std::string export_location(const CheckpointLocation& checkpoints);
+
+// At the end of a finished run: exports the checkpoints (the job's spec.checkpoint, or where swarm
+// local kept them) to export_location and returns it; nothing when there is no checkpoint location
+// or the export fails (logged as a warning: the training itself succeeded).
+std::optional<std::string> export_at_end(const JobSpec& spec, const CheckpointLocation& checkpoints,
+                                         const std::string& secret);
+
+// On a cluster, where trainer 0 exports once its steps are done (swarm trainer --export-at-end):
+// waits up to `wait_seconds` until every stage has a checkpoint of step >= min_step (the stages
+// checkpoint their last step), then exports the newest step they all have to export_location.
+// Nothing when there is no location, no common step, or the export fails (logged).
+std::optional<ExportResult> export_after_training(const JobSpec& spec, const CheckpointLocation& checkpoints,
+                                                 const std::string& secret, int64_t min_step, double wait_seconds);
 
 // The job's initial parameters (every stage from its seed, step 0), written as export_model
 // writes a trained model: the "before" of a run.
@@ -73,6 +86,7 @@ ExportResult export_initial(const JobSpec& spec, const std::string& out_path);
 
 // Reads what export_model wrote (the config from the file's metadata). Throws std::runtime_error
 // naming the file and the tensor that is missing or has another shape.
-ExportedModel load_exported(const std::string& path);
+// An s3:// path is downloaded first (settings from `s3` over the environment).
+ExportedModel load_exported(const std::string& path, const CheckpointS3Spec& s3 = {});
 
 }  // namespace swarm::runtime

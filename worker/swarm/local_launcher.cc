@@ -516,7 +516,8 @@ int LocalRun::finish() {
   auto report = merged();
   if (o_.progress) show(report, max_steps_, tty_, true);
   auto summary = summary_of(report, stats);
-  const std::string checkpoints = checkpoint_dir_.empty() ? spec_.checkpoint.path : checkpoint_dir_;
+  const CheckpointLocation checkpoints =
+      checkpoint_dir_.empty() ? CheckpointLocation(spec_.checkpoint) : CheckpointLocation(checkpoint_dir_);
   if (report.value("finished", false) && failure_.is_null() && o_.baseline.empty())
     if (auto p = export_at_end(spec_, checkpoints, resolve_secret(spec_.secret))) summary["exported_model"] = *p;
   write_summary(o_.summary_path, summary);

@@ -259,7 +259,18 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
     }
   }
   if (checkpoints && !opt.spec.checkpoint.path.empty()) {
-    for (const auto& ckpt : list_checkpoints(opt.spec.checkpoint.path, s)) {
+    std::vector<CheckpointFile> found;
+    try {
+      found = list_checkpoints(CheckpointLocation(opt.spec.checkpoint), s);
+    } catch (const std::exception& e) {
+      // Storage that does not answer is not "no checkpoint": the joiner asks again (sync_on_join
+      // treats it as an unanswered listing) instead of stopping the job.
+      spdlog::error("worker {}: cannot list stage {}'s checkpoints: {}", opt.peer_id, s, e.what());
+      report_event("checkpoint_failures", 1);
+      if (listed != nullptr) *listed = false;
+      return false;
+    }
+    for (const auto& ckpt : found) {
       // A peer re-syncing holds the state of step min_step - 1: an older checkpoint would only
       // throw steps away.
       if (ckpt.step < min_step) break;
@@ -284,12 +295,13 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
 }
 
 std::string StageServer::Impl::open_checkpoint_of_job(const CheckpointFile& f, int s) const {
+  const std::string bytes = read_checkpoint(CheckpointLocation(opt.spec.checkpoint), f);
   try {
-    return open_checkpoint(f, s, checkpoint_key(opt.secret));
+    return authenticate_checkpoint(bytes, f, s, checkpoint_key(opt.secret));
   } catch (const std::exception&) {
     if (opt.previous_secret.empty()) throw;
     // Written before the secret's rotation.
-    return open_checkpoint(f, s, checkpoint_key(opt.previous_secret));
+    return authenticate_checkpoint(bytes, f, s, checkpoint_key(opt.previous_secret));
   }
 }
 
@@ -422,7 +434,7 @@ void StageServer::Impl::write_checkpoint_now() {
     if (failed) return;  // its parameters are the initial ones, not the stage's: never a checkpoint
   }
   try {
-    auto path = write_checkpoint(opt.spec.checkpoint.path, stage.load(), step.load(),
+    auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), stage.load(), step.load(),
                                  model::save_state(*model, *optimizer), opt.spec.checkpoint.keep,
                                  checkpoint_key(opt.secret));
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
@@ -436,7 +448,9 @@ void StageServer::Impl::write_checkpoint_now() {
 
 void StageServer::Impl::maybe_checkpoint(bool writer) {
   if (!writer || opt.spec.checkpoint.path.empty()) return;
-  if (step.load() % opt.spec.checkpoint.every_steps != 0) return;
+  // Every everySteps steps, and the last step of the training (what the export at the end takes).
+  const int64_t now = step.load();
+  if (now % opt.spec.checkpoint.every_steps != 0 && now != opt.spec.training.max_steps) return;
   write_checkpoint_now();
 }
 
