@@ -49,6 +49,10 @@ json to_json(const SwarmJobStatus& s) {
   if (!s.last_step_time.empty()) j["lastStepTime"] = s.last_step_time;
   j["rebalanceMoves"] = s.rebalance_moves;
   j["swarmEvents"] = s.swarm_events;
+  if (!s.exported_model.empty()) {
+    j["exportedModel"] = s.exported_model;
+    j["exportedStep"] = s.exported_step;
+  }
   return j;
 }
 
@@ -104,6 +108,11 @@ SwarmJobStatus status_from_json(const json& j) {
   if (events.is_object())
     for (const auto& [kind, count] : events.items())
       if (count.is_number_integer()) s.swarm_events[kind] = count.get<std::int64_t>();
+  if (j.contains("exportedModel") && j["exportedModel"].is_string()) {
+    s.exported_model = j["exportedModel"].get<std::string>();
+    if (j.contains("exportedStep") && j["exportedStep"].is_number_integer())
+      s.exported_step = j["exportedStep"].get<std::int64_t>();
+  }
   return s;
 }
 

@@ -61,6 +61,10 @@ struct SwarmJobStatus {
   std::string last_step_time;
   std::int64_t rebalance_moves = 0;
   std::map<std::string, std::int64_t> swarm_events;
+  // The model trainer 0 exported at the end of training (a file path or an s3:// URL) and the step
+  // it was exported at, from the succeeded trainer pod's termination message; "" = none yet.
+  std::string exported_model;
+  std::int64_t exported_step = 0;
 };
 
 json to_json(const SwarmJobStatus& s);

@@ -1,6 +1,7 @@
 #include "operator/api/swarmjob.h"
 
 #include "common/job_spec_json.h"
+#include "common/s3_url.h"
 #include "operator/api/quantity.h"
 
 #include <set>
@@ -135,8 +136,8 @@ void take_pod_sections(json& spec, OperatorSpec& op, Errors& e) {
   if (spec.contains("trainers")) spec["trainers"] = trainers;
 }
 
-// spec.checkpoint.volumeClaimName.
-void take_checkpoint_claim(json& spec, OperatorSpec& op, Errors& e) {
+// spec.checkpoint.volumeClaimName and spec.checkpoint.s3.credentialsSecret.
+void take_checkpoint_fields(json& spec, OperatorSpec& op, Errors& e) {
   if (!spec.contains("checkpoint") || !spec["checkpoint"].is_object()) return;
   json checkpoint = spec["checkpoint"];
   op.checkpoint_claim = get_string(checkpoint, "volumeClaimName", "", "spec.checkpoint", e);
@@ -144,7 +145,37 @@ void take_checkpoint_claim(json& spec, OperatorSpec& op, Errors& e) {
     e.add("spec.checkpoint.volumeClaimName",
           "must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"" + op.checkpoint_claim + "\"");
   checkpoint.erase("volumeClaimName");
+  if (checkpoint.contains("s3") && checkpoint["s3"].is_object()) {
+    json& s3 = checkpoint["s3"];
+    op.s3_credentials_secret = get_string(s3, "credentialsSecret", "", "spec.checkpoint.s3", e);
+    if (s3.contains("credentialsSecret") && !is_dns1123_subdomain(op.s3_credentials_secret))
+      e.add("spec.checkpoint.s3.credentialsSecret",
+            "must be a Secret name (DNS-1123 subdomain), got \"" + op.s3_credentials_secret + "\"");
+    s3.erase("credentialsSecret");
+  }
   spec["checkpoint"] = checkpoint;
+}
+
+// The checkpoint fields of the operator against spec.checkpoint.path.
+void check_checkpoint(const SwarmJob& job, Errors& e) {
+  const OperatorSpec& op = job.op;
+  const std::string& path = job.spec.checkpoint.path;
+  if (!op.checkpoint_claim.empty() && path.empty())
+    e.add("spec.checkpoint.path", "required with spec.checkpoint.volumeClaimName (\"" + op.checkpoint_claim +
+                                      "\"): where the claim is mounted in the worker and trainer pods");
+  const bool s3 = checkpoints_in_object_storage(job);
+  if (!op.checkpoint_claim.empty() && s3)
+    e.add("spec.checkpoint.volumeClaimName",
+          "cannot be used with an s3:// spec.checkpoint.path (\"" + path + "\"), got \"" + op.checkpoint_claim +
+              "\": object storage needs no volume");
+  if (!op.s3_credentials_secret.empty() && !s3)
+    e.add("spec.checkpoint.s3.credentialsSecret",
+          "applies only to an s3:// spec.checkpoint.path, got \"" + op.s3_credentials_secret + "\" with path \"" +
+              path + "\"");
+  if (s3) {
+    // The job's own folder (a prefix with /<job name> appended) must still be a valid location.
+    if (auto why = s3_url_problem(checkpoint_folder(job))) e.add("spec.checkpoint.path", "with the job's name: " + *why);
+  }
 }
 
 // spec.placement and spec.nodePools.
@@ -178,9 +209,7 @@ void check_across(const SwarmJob& job, Errors& e) {
     e.add("spec.workers.minPerStage", "must be <= spec.workers.perStage (" +
                                           std::to_string(job.spec.workers.per_stage) + "), got " +
                                           std::to_string(op.min_per_stage));
-  if (!op.checkpoint_claim.empty() && job.spec.checkpoint.path.empty())
-    e.add("spec.checkpoint.path", "required with spec.checkpoint.volumeClaimName (\"" + op.checkpoint_claim +
-                                      "\"): where the claim is mounted in the worker pods");
+  check_checkpoint(job, e);
   for (size_t i = 0; i < op.pools.size(); ++i) {
     if (!op.pools[i].preemptible || !job.spec.checkpoint.path.empty()) continue;
     e.add("spec.checkpoint.path",
@@ -207,7 +236,7 @@ SwarmJob parse_swarmjob(const json& obj) {
   json spec = obj.value("spec", json::object());
   if (!spec.is_object()) spec = json::object();
   take_pod_sections(spec, job.op, e);
-  take_checkpoint_claim(spec, job.op, e);
+  take_checkpoint_fields(spec, job.op, e);
   take_placement(spec, job.op, e);
   manifest["spec"] = spec;
   manifest.erase("status");
@@ -222,8 +251,15 @@ SwarmJob parse_swarmjob(const json& obj) {
   return job;
 }
 
+bool checkpoints_in_object_storage(const SwarmJob& job) { return is_s3_url(job.spec.checkpoint.path); }
+
 std::string checkpoint_folder(const SwarmJob& job) {
   const std::string& path = job.spec.checkpoint.path;
+  if (checkpoints_in_object_storage(job)) {
+    std::string root = path;
+    while (root.size() > 5 && root.back() == '/') root.pop_back();  // keep "s3://"
+    return root + "/" + job.name;
+  }
   if (job.op.checkpoint_claim.empty()) return path;
   return (!path.empty() && path.back() == '/' ? path : path + "/") + job.name;
 }

@@ -51,8 +51,13 @@ struct OperatorSpec {
   std::vector<NodePool> pools;     // empty: one implicit pool, the whole cluster
   // spec.checkpoint.volumeClaimName: a PersistentVolumeClaim mounted at spec.checkpoint.path in
   // every worker pod, so checkpoints outlive the node (ReadWriteMany when workers span nodes).
-  // Empty: the path is a folder inside each worker's container, lost with the pod.
+  // Empty: the path is a folder inside each worker's container, lost with the pod. Not with an
+  // s3:// path (object storage needs no volume).
   std::string checkpoint_claim;
+  // spec.checkpoint.s3.credentialsSecret: a Secret in the job's namespace with the keys
+  // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN), set as those
+  // environment variables in every worker and trainer pod. Only with an s3:// checkpoint path.
+  std::string s3_credentials_secret;
 };
 
 struct SwarmJob {
@@ -69,16 +74,21 @@ struct SwarmJob {
 SwarmJob parse_swarmjob(const json& obj);
 
 // The manifest handed to workers and trainers (ConfigMap job.yaml): the JobSpec alone, in the
-// shape `swarm worker --job` reads. With a checkpoint claim, its checkpoint.path is the job's own
-// folder on the claim (checkpoint_folder), so jobs sharing a claim never see each other's stages;
+// shape `swarm worker --job` reads. With a checkpoint claim or an s3:// path, its checkpoint.path
+// is the job's own folder (checkpoint_folder), so jobs sharing a claim or a bucket never see each
+// other's stages;
 // its security.transport is always set (resolved_transport), so every pod protects alike.
 json process_manifest(const SwarmJob& job);
 
 // Where the workers write checkpoints: spec.checkpoint.path, or with a claim mounted there, the
 // folder named after the job inside it (<path>/<job name>; a worker creates it on its first
-// checkpoint, as the user it runs as, which a kubelet-made subPath folder would not let it do).
-// A job re-created under the same name resumes from that folder.
+// checkpoint, as the user it runs as, which a kubelet-made subPath folder would not let it do),
+// or with an s3://bucket[/prefix] path, s3://bucket[/prefix]/<job name> (a bucket is shared by
+// nature). A job re-created under the same name resumes from that folder.
 std::string checkpoint_folder(const SwarmJob& job);
+
+// spec.checkpoint.path names object storage (s3://), not a folder to mount.
+bool checkpoints_in_object_storage(const SwarmJob& job);
 
 // spec.security.transport, or when left out: "encrypted" when the job's nodePools name more than
 // one region (its frames cross networks between regions), "authenticated" otherwise.

@@ -162,7 +162,41 @@ void fold_reading(const SwarmJob& job, const ProgressReading& reading, const std
   }
 }
 
+// status.exportedModel/exportedStep from the succeeded trainers' termination messages: the
+// highest step wins; a location already reported at that step or a later one is kept.
+void fold_exports(const StatusInputs& x, DerivedStatus& out) {
+  SwarmJobStatus& status = out.status;
+  std::optional<ModelExport> best;
+  std::string from;
+  for (const auto& t : x.trainers) {
+    if (!t.succeeded || t.termination_message.empty()) continue;
+    const std::optional<ModelExport> e = parse_model_export(t.termination_message);
+    if (!e || (best && e->step <= best->step)) continue;
+    best = e;
+    from = t.name;
+  }
+  if (!best) return;
+  if (!status.exported_model.empty() && best->step <= status.exported_step) return;
+  status.exported_model = best->location;
+  status.exported_step = best->step;
+  out.events.push_back({"Normal", "ModelExported",
+                        "model exported to " + best->location + " at step " + std::to_string(best->step) +
+                            " (trainer " + from + ")"});
+}
+
 }  // namespace
+
+std::optional<ModelExport> parse_model_export(const std::string& message) {
+  const json j = json::parse(message, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;  // also a parse error (discarded)
+  const auto location = j.find("exportedModel");
+  const auto step = j.find("step");
+  if (location == j.end() || !location->is_string() || step == j.end()) return std::nullopt;
+  if (!step->is_number_integer() || step->get<std::int64_t>() < 0) return std::nullopt;  // > 2^63 wraps below 0
+  ModelExport e{location->get<std::string>(), step->get<std::int64_t>()};
+  if (e.location.empty()) return std::nullopt;
+  return e;
+}
 
 DerivedStatus derive_status(const StatusInputs& x) {
   DerivedStatus out;
@@ -197,6 +231,7 @@ DerivedStatus derive_status(const StatusInputs& x) {
   if (old_phase != status.phase)
     out.events.push_back({status.phase == "Degraded" || status.phase == "Failed" ? "Warning" : "Normal",
                           "Phase" + status.phase, "phase " + old_phase + " -> " + status.phase});
+  fold_exports(x, out);
   return out;
 }
 

@@ -18,6 +18,10 @@
 //                  PoolOverflow True/PoolUnschedulable (a pool unavailable) | False/AllPoolsAvailable
 //                  Failed     (from a registry reading, progress.h apply_failure)
 //                  RegistryReachable True/RegistryRead | False/<reading's error reason>
+//   exportedModel  from a Succeeded trainer's termination message {"exportedModel": LOCATION,
+//   exportedStep   "step": N} (parse_model_export); kept once set, replaced by a higher step;
+//                  a Normal Event ModelExported when it is set or replaced. A message that is not
+//                  such JSON is ignored.
 // invalid_spec_status: phase Failed, SpecValid False/InvalidSpec (nothing else changes).
 #pragma once
 
@@ -44,7 +48,20 @@ struct PodView {
   double unschedulable_since = 0;
   bool terminating = false, succeeded = false;
   std::optional<planner::Notice> notice;
+  // The container's state.terminated.message ("" = none): trainer 0 writes where it exported the
+  // model there.
+  std::string termination_message;
 };
+
+// What trainer 0 reports in its termination message once it exported the model.
+struct ModelExport {
+  std::string location;  // a file path or an s3:// URL
+  std::int64_t step = 0;
+};
+
+// `message` as {"exportedModel": "<location>", "step": <int >= 0>}; nullopt for anything else
+// (not JSON, another shape, an empty location), never a throw.
+std::optional<ModelExport> parse_model_export(const std::string& message);
 
 // Workers by (pool, stage, phase), the phase being the WorkerState or "Terminating"
 // (OperatorMetrics::WorkerKey).
@@ -73,7 +90,8 @@ struct DerivedStatus {
   WorkerCounts workers;
   // A failure the registry reported that this reading made the job fail by (log it, count it).
   std::optional<JobFailure> new_failure;
-  // To record, in order: the new failure, the registry becoming (un)reachable, the phase change.
+  // To record, in order: the new failure, the registry becoming (un)reachable, the phase change,
+  // a model exported.
   std::vector<StatusEvent> events;
 };
 

@@ -27,6 +27,35 @@ json previous_secret_env(const SwarmJob& job) {
           {"valueFrom", {{"secretKeyRef", {{"name", name}, {"key", key}, {"optional", true}}}}}};
 }
 
+// Object-storage credentials (spec.checkpoint.s3.credentialsSecret) for the processes that read and
+// write checkpoints: keys of the same names as the variables; a session token only when the Secret
+// has one. Nothing without an s3:// path and a Secret.
+json s3_credentials_env(const SwarmJob& job) {
+  json env = json::array();
+  const std::string& secret = job.op.s3_credentials_secret;
+  if (secret.empty() || !checkpoints_in_object_storage(job)) return env;
+  for (const char* key : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"})
+    env.push_back({{"name", key}, {"valueFrom", {{"secretKeyRef", {{"name", secret}, {"key", key}}}}}});
+  env.push_back({{"name", "AWS_SESSION_TOKEN"},
+                 {"valueFrom", {{"secretKeyRef", {{"name", secret}, {"key", "AWS_SESSION_TOKEN"}, {"optional", true}}}}}});
+  return env;
+}
+
+// The checkpoint folder of workers and trainers (trainer 0 exports the model under it): the claim
+// of spec.checkpoint.volumeClaimName mounted at spec.checkpoint.path, else an emptyDir there (the
+// root filesystem is read-only), which outlives a container restart, not the pod. No volume without
+// a path or with an s3:// path (object storage).
+void add_checkpoint_volume(const SwarmJob& job, json& pod) {
+  if (job.spec.checkpoint.path.empty() || checkpoints_in_object_storage(job)) return;
+  pod["spec"]["containers"][0]["volumeMounts"].push_back(
+      {{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}});
+  if (!job.op.checkpoint_claim.empty())
+    pod["spec"]["volumes"].push_back(
+        {{"name", "checkpoints"}, {"persistentVolumeClaim", {{"claimName", job.op.checkpoint_claim}}}});
+  else
+    pod["spec"]["volumes"].push_back({{"name", "checkpoints"}, {"emptyDir", json::object()}});
+}
+
 json field_env(const std::string& name, const std::string& path) {
   return {{"name", name}, {"valueFrom", {{"fieldRef", {{"fieldPath", path}}}}}};
 }
@@ -187,17 +216,10 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   // Ready only while serving its stage (GET /readyz on the metrics port): a replacement counts once
   // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
   c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
-  // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node. Without
-  // one, a checkpoint path is an emptyDir (the root filesystem is read-only): it outlives a
-  // container restart, not the pod.
-  if (!job.spec.checkpoint.path.empty())
-    c["volumeMounts"].push_back({{"name", "checkpoints"}, {"mountPath", job.spec.checkpoint.path}});
+  for (const auto& e : s3_credentials_env(job)) c["env"].push_back(e);
   json p = pod(job, name, "worker", c, "Always");
-  if (!job.op.checkpoint_claim.empty())
-    p["spec"]["volumes"].push_back(
-        {{"name", "checkpoints"}, {"persistentVolumeClaim", {{"claimName", job.op.checkpoint_claim}}}});
-  else if (!job.spec.checkpoint.path.empty())
-    p["spec"]["volumes"].push_back({{"name", "checkpoints"}, {"emptyDir", json::object()}});
+  // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node.
+  add_checkpoint_volume(job, p);
   auto& labels = p["metadata"]["labels"];
   labels[kLabelStage] = std::to_string(stage);
   labels[kLabelSlot] = std::to_string(slot);
@@ -218,9 +240,19 @@ json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std:
   std::vector<std::string> args = {"trainer", "--job", "/etc/swarm/job.yaml", "--index", std::to_string(slot),
                                    "--peer-id", "$(POD_NAME)", "--registry", registry_url(job),
                                    "--metrics-bind", "0.0.0.0:" + std::to_string(kMetricsPort)};
+  // Trainer 0 exports the model once its steps are done, where every stage's checkpoints meet: in
+  // object storage or on the job's claim (a pod's own emptyDir holds only its own stage).
+  if (slot == 0 && (checkpoints_in_object_storage(job) || !job.op.checkpoint_claim.empty()))
+    args.push_back("--export-at-end");
   json c = process_container(job, "trainer", job.op.trainers, args);
   c["ports"] = json::array({{{"name", "metrics"}, {"containerPort", kMetricsPort}}});  // scraped by name
+  for (const auto& e : s3_credentials_env(job)) c["env"].push_back(e);
+  // Trainer 0 ends with {"exportedModel": ..., "step": N} in this file; the operator reads it back
+  // from the pod's status (status.exportedModel). Kubernetes' defaults, spelled out.
+  c["terminationMessagePath"] = "/dev/termination-log";
+  c["terminationMessagePolicy"] = "File";
   json p = pod(job, trainer_pod_name(job.name, slot), "trainer", c, "OnFailure");
+  add_checkpoint_volume(job, p);
   p["metadata"]["labels"][kLabelSlot] = std::to_string(slot);
   place(p["spec"], pool, avoid_nodes);
   return p;

@@ -41,6 +41,19 @@ int int_label(const json& pod, const char* key, int def) {
   }
 }
 
+// state.terminated.message of the pod's (only) container, "" when it has not terminated or left none.
+std::string termination_message(const json& status) {
+  const json statuses = status.value("containerStatuses", json::array());
+  if (!statuses.is_array()) return "";
+  for (const auto& c : statuses) {
+    if (!c.is_object() || !c.contains("state") || !c["state"].is_object()) continue;
+    const json terminated = c["state"].value("terminated", json::object());
+    if (terminated.is_object() && terminated.contains("message") && terminated["message"].is_string())
+      return terminated["message"].get<std::string>();
+  }
+  return "";
+}
+
 PodView view_of(const json& pod, World& world, const SwarmJob& job) {
   PodView v;
   const auto& md = pod["metadata"];
@@ -55,6 +68,7 @@ PodView view_of(const json& pod, World& world, const SwarmJob& job) {
   v.terminating = md.contains("deletionTimestamp") || world.recently_deleted(v.uid);
   const json status = pod.value("status", json::object());
   v.succeeded = status.value("phase", "") == "Succeeded";
+  if (v.role == "trainer") v.termination_message = termination_message(status);
   bool ready = false;
   for (const auto& c : status.value("conditions", json::array())) {
     const std::string type = c.value("type", "");

@@ -66,6 +66,16 @@ TEST_F(CrdValidation, RefusesInvalidManifestsWithFieldPreciseMessages) {
       {"negative maxWorkers", pools + "  - {name: a, maxWorkers: -1}\n", "spec.nodePools[0].maxWorkers"},
       {"spot pool without a checkpoint", pools + "  - {name: a, preemptible: true}\n", "spec.checkpoint.path"},
       {"autoscaled not a boolean", pools + "  - {name: a, autoscaled: maybe}\n", "spec.nodePools[0].autoscaled"},
+      {"s3 settings with a folder path", "  checkpoint: {path: /ckpt, s3: {credentialsSecret: creds}}\n",
+       "spec.checkpoint.s3"},
+      {"claim with an s3 path", "  checkpoint: {path: s3://ckpts/runs, volumeClaimName: shared}\n",
+       "spec.checkpoint.volumeClaimName"},
+      {"bad credentials secret", "  checkpoint: {path: s3://ckpts, s3: {credentialsSecret: Bad_Secret}}\n",
+       "spec.checkpoint.s3.credentialsSecret"},
+      {"part size too small", "  checkpoint: {path: s3://ckpts, s3: {partSizeMiB: 4}}\n", "spec.checkpoint.s3.partSizeMiB"},
+      {"endpoint without a scheme", "  checkpoint: {path: s3://ckpts, s3: {endpoint: minio:9000}}\n",
+       "spec.checkpoint.s3.endpoint"},
+      {"another scheme", "  checkpoint: {path: \"gs://ckpts\"}\n", "spec.checkpoint.path"},
       {"unknown field", "  pipeline: {stages: 2, stagez: 3}\n", "spec.pipeline.stagez"},
       {"name too long", "  pipeline: {stages: 2}\n", "metadata.name", std::string(41, 'a')},
   };
@@ -96,6 +106,22 @@ TEST_F(CrdValidation, FillsDefaultsAndRefusesImmutableChanges) {
   EXPECT_NE(out.find("spec.model"), std::string::npos) << out;
   // Mutable fields stay mutable.
   EXPECT_EQ(env_->apply_yaml(manifest("defaults", "  pipeline: {stages: 3}\n  workers: {perStage: 2}\n"), &out), 0) << out;
+}
+
+// An object-storage checkpoint: stored with its fields (the operator reads credentialsSecret).
+TEST_F(CrdValidation, AcceptsAnObjectStorageCheckpoint) {
+  std::string out;
+  ASSERT_EQ(env_->apply_yaml(manifest("s3-job", "  checkpoint:\n    path: s3://ckpts/runs\n"
+                                                "    s3: {endpoint: \"http://minio.storage:9000\", region: us-east-1,"
+                                                " pathStyle: true, credentialsSecret: minio-creds}\n"),
+                             &out),
+            0)
+      << out;
+  const json s3 = env_->get_job("s3-job")["spec"]["checkpoint"]["s3"];
+  EXPECT_EQ(s3["credentialsSecret"], "minio-creds");
+  EXPECT_EQ(s3["endpoint"], "http://minio.storage:9000");
+  EXPECT_EQ(s3["pathStyle"], true);
+  EXPECT_EQ(s3["partSizeMiB"], 16);  // the default
 }
 
 TEST_F(CrdValidation, AcceptsTheExamples) {

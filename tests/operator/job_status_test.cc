@@ -432,5 +432,89 @@ TEST(JobStatusTest, AnInvalidSpecFailsTheJob) {
   EXPECT_EQ(s.conditions.size(), 1u);
 }
 
+PodView trainer(const std::string& name, bool succeeded, const std::string& message) {
+  PodView v = pod(name, -1, succeeded ? WorkerState::Pending : WorkerState::Ready);
+  v.role = "trainer";
+  v.succeeded = succeeded;
+  v.termination_message = message;
+  return v;
+}
+
+std::vector<StatusEvent> exports(const DerivedStatus& d) {
+  std::vector<StatusEvent> out;
+  for (const auto& e : d.events)
+    if (e.reason == "ModelExported") out.push_back(e);
+  return out;
+}
+
+// Trainer 0 ends training with {"exportedModel": LOCATION, "step": N} as its termination message:
+// once its pod Succeeded, status.exportedModel/exportedStep say where the model is, with one
+// ModelExported Event; the status keeps it, and only a later step replaces it.
+TEST(JobStatusTest, ExportedModelFromASucceededTrainersTerminationMessage) {
+  Job j;
+  j.ready_everywhere();
+  const std::string message = R"({"exportedModel":"s3://ckpts/runs/j/export/model.safetensors","step":300})";
+  j.trainers = {trainer("j-t-0", false, message), trainer("j-t-1", true, "")};
+  EXPECT_EQ(j.derive().status.exported_model, "") << "a trainer that has not Succeeded does not count";
+
+  j.trainers[0].succeeded = true;
+  const DerivedStatus d = j.derive();
+  EXPECT_EQ(d.status.exported_model, "s3://ckpts/runs/j/export/model.safetensors");
+  EXPECT_EQ(d.status.exported_step, 300);
+  ASSERT_EQ(exports(d).size(), 1u);
+  EXPECT_EQ(exports(d)[0].type, "Normal");
+  EXPECT_EQ(exports(d)[0].message, "model exported to s3://ckpts/runs/j/export/model.safetensors at step 300 (trainer j-t-0)");
+  EXPECT_EQ(to_json(d.status)["exportedModel"], "s3://ckpts/runs/j/export/model.safetensors");
+
+  j.previous = d.status;  // the next reconcile: same pods, no second Event
+  EXPECT_TRUE(exports(j.derive()).empty());
+  EXPECT_EQ(j.derive().status.exported_step, 300);
+  j.trainers.clear();  // the pod is gone: the status keeps it
+  EXPECT_EQ(j.derive().status.exported_model, "s3://ckpts/runs/j/export/model.safetensors");
+
+  j.trainers = {trainer("j-t-0", true, R"({"exportedModel":"/ckpt/j/export/old.safetensors","step":200})")};
+  EXPECT_EQ(j.derive().status.exported_step, 300) << "an earlier step does not replace it";
+  EXPECT_TRUE(exports(j.derive()).empty());
+  j.trainers = {trainer("j-t-0", true, R"({"exportedModel":"/ckpt/j/export/model.safetensors","step":600})" "\n")};
+  const DerivedStatus later = j.derive();
+  EXPECT_EQ(later.status.exported_model, "/ckpt/j/export/model.safetensors");
+  EXPECT_EQ(later.status.exported_step, 600);
+  EXPECT_EQ(exports(later).size(), 1u);
+}
+
+// Whatever a trainer leaves in its termination message (a crash report, a truncated line, another
+// shape) is ignored: no export, no Event, no throw.
+TEST(JobStatusTest, ABadTerminationMessageIsIgnored) {
+  std::vector<std::string> bad = {
+      "", "not json", "{", R"({"exportedModel":"m","step":3)", "[]", "null", "42", R"("s3://b/m")",
+      R"({"exportedModel":1,"step":2})", R"({"exportedModel":"m"})", R"({"step":2})",
+      R"({"exportedModel":"m","step":-1})", R"({"exportedModel":"","step":3})", R"({"exportedModel":"m","step":"3"})",
+      R"({"exportedModel":"m","step":1.5})", R"({"exportedModel":"m","step":1e30})",
+      R"({"exportedModel":"m","step":18446744073709551615})", R"({"exportedModel":null,"step":3})",
+      "\xff\xfe{}", "panic: out of memory\n"};
+  const char nul[] = "{\"exportedModel\":\"m\0\",\"step\":3}";  // a NUL inside the string
+  bad.push_back(std::string(nul, sizeof(nul) - 1));
+  for (const auto& message : bad) {
+    SCOPED_TRACE(message);
+    EXPECT_EQ(parse_model_export(message), std::nullopt);
+    Job j;
+    j.ready_everywhere();
+    j.trainers = {trainer("j-t-0", true, message)};
+    DerivedStatus d;
+    ASSERT_NO_THROW(d = j.derive());
+    EXPECT_EQ(d.status.exported_model, "");
+    EXPECT_FALSE(to_json(d.status).contains("exportedModel"));
+    EXPECT_TRUE(exports(d).empty());
+  }
+  // A bad message next to a good one: the good one counts.
+  Job j;
+  j.trainers = {trainer("j-t-1", true, "{"), trainer("j-t-0", true, R"({"exportedModel":"/m","step":0})")};
+  EXPECT_EQ(j.derive().status.exported_model, "/m");
+  const auto ok = parse_model_export(" {\"step\": 7, \"exportedModel\": \"s3://b/p/model.safetensors\", \"extra\": 1}\n");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->location, "s3://b/p/model.safetensors");
+  EXPECT_EQ(ok->step, 7);
+}
+
 }  // namespace
 }  // namespace swarm::op

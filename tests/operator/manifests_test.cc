@@ -99,6 +99,109 @@ TEST(Manifests, WorkerPodsMountTheCheckpointClaim) {
   EXPECT_EQ(named(worker_pod(job, 0, 0, nullptr, {}, "Initial")["spec"]["volumes"], "checkpoints"), nullptr);
 }
 
+// Trainer 0 exports the model under the checkpoint folder, so trainer pods get the same checkpoint
+// volume as workers (the claim, else an emptyDir: the root filesystem is read-only) and report the
+// export in the default termination-message file, which the operator reads back.
+TEST(Manifests, TrainerPodsMountTheCheckpointFolderAndReportTheExport) {
+  SwarmJob job = sample();
+  json own = trainer_pod(job, 0, nullptr, {});
+  const json& c = own["spec"]["containers"][0];
+  EXPECT_EQ(c["terminationMessagePath"], "/dev/termination-log");
+  EXPECT_EQ(c["terminationMessagePolicy"], "File");
+  const json* scratch = named(own["spec"]["volumes"], "checkpoints");
+  ASSERT_NE(scratch, nullptr) << own["spec"]["volumes"].dump();
+  EXPECT_TRUE(scratch->contains("emptyDir"));
+  ASSERT_NE(named(c["volumeMounts"], "checkpoints"), nullptr);
+  EXPECT_EQ((*named(c["volumeMounts"], "checkpoints"))["mountPath"], "/ckpt");
+
+  // No shared checkpoints (each pod's emptyDir): nothing to gather, no export.
+  const auto has_export_flag = [](const json& pod) {
+    for (const auto& a : pod["spec"]["containers"][0]["args"])
+      if (a == "--export-at-end") return true;
+    return false;
+  };
+  EXPECT_FALSE(has_export_flag(own));
+  job.op.checkpoint_claim = "shared-ckpt";
+  json pod = trainer_pod(job, 0, nullptr, {});
+  EXPECT_TRUE(has_export_flag(pod));  // trainer 0 exports onto the claim
+  EXPECT_FALSE(has_export_flag(trainer_pod(job, 1, nullptr, {})));
+  const json* claim = named(pod["spec"]["volumes"], "checkpoints");
+  ASSERT_NE(claim, nullptr);
+  EXPECT_EQ((*claim)["persistentVolumeClaim"]["claimName"], "shared-ckpt");
+  const json* mount = named(pod["spec"]["containers"][0]["volumeMounts"], "checkpoints");
+  ASSERT_NE(mount, nullptr);
+  EXPECT_EQ((*mount)["mountPath"], "/ckpt");
+  EXPECT_EQ(named(registry_pod(job, 0, nullptr, {})["spec"]["volumes"], "checkpoints"), nullptr);
+
+  job.spec.checkpoint.path = "";
+  job.op.checkpoint_claim = "";
+  EXPECT_EQ(named(trainer_pod(job, 0, nullptr, {})["spec"]["volumes"], "checkpoints"), nullptr);
+}
+
+SwarmJob object_storage_job(const std::string& credentials_secret) {
+  json checkpoint = {{"path", "s3://ckpts/runs"}, {"s3", {{"endpoint", "http://minio.storage:9000"}}}};
+  if (!credentials_secret.empty()) checkpoint["s3"]["credentialsSecret"] = credentials_secret;
+  return parse_swarmjob({{"apiVersion", kGroupVersion},
+                         {"kind", "SwarmJob"},
+                         {"metadata", {{"name", "lm"}, {"namespace", "ml"}, {"uid", "uid-9"}}},
+                         {"spec", {{"checkpoint", checkpoint}}}});
+}
+
+std::vector<std::string> aws_env_names(const json& pod) {
+  std::vector<std::string> out;
+  for (const auto& e : pod["spec"]["containers"][0]["env"])
+    if (e["name"].get<std::string>().rfind("AWS_", 0) == 0) out.push_back(e["name"]);
+  return out;
+}
+
+// spec.checkpoint.s3.credentialsSecret: every worker and trainer pod reads the object store's keys
+// from that Secret (keys named like the variables; the session token optional); the registry, which
+// writes no checkpoint, gets none. An s3:// path is never mounted as a folder.
+TEST(Manifests, ObjectStorageCredentialsComeFromTheSecretInWorkersAndTrainers) {
+  const SwarmJob job = object_storage_job("minio-creds");
+  for (const json& pod : {worker_pod(job, 0, 1, nullptr, {}, "Initial"), trainer_pod(job, 0, nullptr, {})}) {
+    SCOPED_TRACE(pod["metadata"]["name"].get<std::string>());
+    const json& env = pod["spec"]["containers"][0]["env"];
+    for (const char* key : {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}) {
+      const json* e = named(env, key);
+      ASSERT_NE(e, nullptr) << env.dump();
+      EXPECT_EQ((*e)["valueFrom"]["secretKeyRef"], (json{{"name", "minio-creds"}, {"key", key}}));
+    }
+    const json* token = named(env, "AWS_SESSION_TOKEN");
+    ASSERT_NE(token, nullptr) << env.dump();
+    EXPECT_EQ((*token)["valueFrom"]["secretKeyRef"],
+              (json{{"name", "minio-creds"}, {"key", "AWS_SESSION_TOKEN"}, {"optional", true}}));
+    EXPECT_NE(named(env, "SWARM_JOB_SECRET"), nullptr);  // the job secret as before
+    EXPECT_EQ(named(pod["spec"]["volumes"], "checkpoints"), nullptr) << pod["spec"]["volumes"].dump();
+    for (const auto& m : pod["spec"]["containers"][0]["volumeMounts"])
+      EXPECT_EQ(m["mountPath"].get<std::string>().find("s3:"), std::string::npos) << m.dump();
+  }
+  EXPECT_TRUE(aws_env_names(registry_pod(job, 0, nullptr, {})).empty());
+  const json args = trainer_pod(job, 0, nullptr, {})["spec"]["containers"][0]["args"];
+  EXPECT_NE(std::find(args.begin(), args.end(), "--export-at-end"), args.end()) << args.dump();  // to the bucket
+  // The pods checkpoint under the job's own prefix.
+  const auto spec = parse_job_spec(spec_configmap(job)["data"]["job.yaml"].get<std::string>());
+  EXPECT_EQ(spec.checkpoint.path, "s3://ckpts/runs/lm");
+  EXPECT_EQ(spec.checkpoint.s3.endpoint, "http://minio.storage:9000");
+}
+
+// No credentialsSecret, or checkpoints on a folder: no AWS_* variable in any pod.
+TEST(Manifests, NoObjectStorageCredentialsWithoutTheSecret) {
+  for (const SwarmJob& job : {object_storage_job(""), sample()}) {
+    for (const json& pod : {worker_pod(job, 0, 0, nullptr, {}, "Initial"), trainer_pod(job, 0, nullptr, {}),
+                            registry_pod(job, 0, nullptr, {})}) {
+      SCOPED_TRACE(pod["metadata"]["name"].get<std::string>() + " " + job.spec.checkpoint.path);
+      EXPECT_TRUE(aws_env_names(pod).empty()) << pod["spec"]["containers"][0]["env"].dump();
+    }
+  }
+  SwarmJob folder = sample();
+  folder.op.s3_credentials_secret = "creds";  // cannot parse so; still nothing for a folder path
+  EXPECT_TRUE(aws_env_names(worker_pod(folder, 0, 0, nullptr, {}, "Initial")).empty());
+  // Without a secret, an s3:// path still gets no volume.
+  EXPECT_EQ(named(worker_pod(object_storage_job(""), 0, 0, nullptr, {}, "Initial")["spec"]["volumes"], "checkpoints"),
+            nullptr);
+}
+
 // Every pod of a job meets the restricted Pod Security Standard and holds no API token: checked
 // field by field here, and by a real API server's PodSecurity admission in
 // OperatorE2E.RestrictedPodSecurityAdmitsEveryPodOfAJob.

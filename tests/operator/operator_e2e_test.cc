@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 
+#include "operator/kube/time_format.h"
 #include "tests/operator/fixtures.h"
 
 namespace swarm::optest {
@@ -385,6 +386,66 @@ TEST_F(OperatorE2E, NetworkPoliciesAreOptInAndFollowTheJob) {
   EXPECT_TRUE(wait_until([&] { return policy_names() == std::set<std::string>{"plain-swarm"}; }, 20s));
   EXPECT_EQ(env_->client().get(policies + "/plain-swarm")["metadata"]["resourceVersion"],
             mine["metadata"]["resourceVersion"]);
+}
+
+// An object-storage job (spec.checkpoint.path s3://..., credentialsSecret): its worker and trainer
+// pods, as the API server stored them, take the object store's keys from the Secret and mount no
+// checkpoint folder; when trainer 0 ends with its export in its termination message (the fake
+// kubelet stopped, the pod's status written as a kubelet would), status.exportedModel says where
+// the model is, with a ModelExported Event, and the finished trainer is not replaced.
+TEST_F(OperatorE2E, ObjectStorageJobGetsItsCredentialsAndReportsTheExport) {
+  create_standard_nodes(*env_);
+  std::string out;
+  ASSERT_EQ(env_->kubectl("create secret generic minio-creds --from-literal=AWS_ACCESS_KEY_ID=minio "
+                          "--from-literal=AWS_SECRET_ACCESS_KEY=minio-secret", &out), 0) << out;
+  auto op = env_->start_operator();
+  ASSERT_EQ(env_->apply_yaml(job_yaml("s3-lm", "  pipeline: {stages: 2}\n  checkpoint:\n    path: s3://ckpts/runs\n"
+                                               "    s3: {endpoint: \"http://minio.storage:9000\", credentialsSecret: minio-creds}\n"),
+                             &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("s3-lm")["status"].value("phase", "") == "Running"; }, 30s));
+  const std::string sel = "swarm-operator.io/job=s3-lm";
+  std::vector<json> pods = env_->pods(sel + ",swarm-operator.io/role=worker");
+  const std::vector<json> trainers = env_->pods(sel + ",swarm-operator.io/role=trainer");
+  ASSERT_EQ(trainers.size(), 1u);
+  pods.push_back(trainers[0]);
+  for (const auto& p : pods) {
+    SCOPED_TRACE(p["metadata"]["name"].get<std::string>());
+    std::map<std::string, json> refs;
+    for (const auto& e : p["spec"]["containers"][0]["env"])
+      if (e.contains("valueFrom") && e["valueFrom"].contains("secretKeyRef")) refs[e["name"]] = e["valueFrom"]["secretKeyRef"];
+    EXPECT_EQ(refs["AWS_ACCESS_KEY_ID"], (json{{"name", "minio-creds"}, {"key", "AWS_ACCESS_KEY_ID"}}));
+    EXPECT_EQ(refs["AWS_SECRET_ACCESS_KEY"], (json{{"name", "minio-creds"}, {"key", "AWS_SECRET_ACCESS_KEY"}}));
+    EXPECT_EQ(refs["AWS_SESSION_TOKEN"], (json{{"name", "minio-creds"}, {"key", "AWS_SESSION_TOKEN"}, {"optional", true}}));
+    for (const auto& v : p["spec"]["volumes"]) EXPECT_NE(v["name"], "checkpoints") << v.dump();
+  }
+  const json cm = env_->client().get("/api/v1/namespaces/default/configmaps/s3-lm-spec");
+  EXPECT_NE(cm["data"]["job.yaml"].get<std::string>().find("s3://ckpts/runs/s3-lm"), std::string::npos);
+
+  env_->stop_fake_kubelet();
+  const std::string now = kube::format_time(std::chrono::system_clock::now());
+  const std::string location = "s3://ckpts/runs/s3-lm/export/model.safetensors";
+  const json terminated = {{"exitCode", 0}, {"reason", "Completed"}, {"startedAt", now}, {"finishedAt", now},
+                           {"message", R"({"exportedModel":")" + location + R"(","step":300})"}};
+  const json status = {{"phase", "Succeeded"},
+                       {"containerStatuses", json::array({{{"name", "trainer"}, {"image", trainers[0]["spec"]["containers"][0]["image"]},
+                                                           {"imageID", ""}, {"ready", false}, {"restartCount", 0},
+                                                           {"state", {{"terminated", terminated}}}}})}};
+  env_->client().patch("/api/v1/namespaces/default/pods/" + trainers[0]["metadata"]["name"].get<std::string>() + "/status",
+                       {{"status", status}}, kube::PatchType::StrategicMerge);
+  json job;
+  ASSERT_TRUE(wait_until([&] {
+    job = env_->get_job("s3-lm");
+    return job["status"].value("exportedModel", "") == location;
+  }, 20s)) << job["status"].dump(2);
+  EXPECT_EQ(job["status"]["exportedStep"], 300);
+  auto exported_events = [&] {
+    int n = 0;
+    for (const auto& e : env_->client().get("/api/v1/namespaces/default/events").value("items", json::array()))
+      if (e.value("reason", "") == "ModelExported" && e["involvedObject"].value("name", "") == "s3-lm") ++n;
+    return n;
+  };
+  EXPECT_TRUE(wait_until([&] { return exported_events() == 1; }, 10s));
+  EXPECT_EQ(env_->pods(sel + ",swarm-operator.io/role=trainer").size(), 1u) << "a finished trainer is not replaced";
 }
 
 }  // namespace

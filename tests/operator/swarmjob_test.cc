@@ -112,6 +112,65 @@ TEST(SwarmJob, EachJobCheckpointsIntoItsOwnFolderOnAClaim) {
   EXPECT_EQ(process_manifest(own)["spec"]["checkpoint"]["path"], "/data/ckpt");
 }
 
+// spec.checkpoint.path s3://bucket[/prefix]: the job checkpoints under s3://bucket[/prefix]/<job>
+// (a bucket is shared like a claim), the workers' job.yaml keeps spec.checkpoint.s3 without the
+// operator's credentialsSecret, and no volume is involved.
+TEST(SwarmJob, ObjectStorageCheckpointsGoToTheJobsOwnPrefix) {
+  const SwarmJob j = parse_swarmjob(job({{"checkpoint", {{"path", "s3://ckpts/runs"},
+                                                         {"s3", {{"endpoint", "http://minio.storage:9000"},
+                                                                 {"credentialsSecret", "minio-creds"}}}}}}));
+  EXPECT_EQ(j.op.s3_credentials_secret, "minio-creds");
+  EXPECT_TRUE(j.op.checkpoint_claim.empty());
+  EXPECT_TRUE(checkpoints_in_object_storage(j));
+  EXPECT_EQ(j.spec.checkpoint.s3.endpoint, "http://minio.storage:9000");
+  EXPECT_EQ(checkpoint_folder(j), "s3://ckpts/runs/j");
+  const json m = process_manifest(j);
+  EXPECT_EQ(m["spec"]["checkpoint"]["path"], "s3://ckpts/runs/j");
+  EXPECT_EQ(m["spec"]["checkpoint"]["s3"]["endpoint"], "http://minio.storage:9000");
+  EXPECT_FALSE(m["spec"]["checkpoint"]["s3"].contains("credentialsSecret")) << m["spec"]["checkpoint"].dump();
+  // What the pods read parses, with nothing left that only a cluster reads.
+  const JobSpec back = job_spec_from_json(m);
+  EXPECT_EQ(back.checkpoint.path, "s3://ckpts/runs/j");
+  EXPECT_TRUE(back.cluster_only_fields.empty());
+  for (const auto& [path, folder] : std::vector<std::pair<std::string, std::string>>{
+           {"s3://ckpts", "s3://ckpts/j"}, {"s3://ckpts/", "s3://ckpts/j"}, {"s3://ckpts/a/b/", "s3://ckpts/a/b/j"}})
+    EXPECT_EQ(checkpoint_folder(parse_swarmjob(job({{"checkpoint", {{"path", path}}}}))), folder) << path;
+  // Without credentialsSecret: nothing for the operator to set (the common fields still apply).
+  const SwarmJob plain = parse_swarmjob(job({{"checkpoint", {{"path", "s3://ckpts"}, {"s3", {{"region", "eu-west-1"}}}}}}));
+  EXPECT_TRUE(plain.op.s3_credentials_secret.empty());
+  EXPECT_EQ(plain.spec.checkpoint.s3.region, "eu-west-1");
+  EXPECT_FALSE(checkpoints_in_object_storage(parse_swarmjob(job({{"checkpoint", {{"path", "/ckpt"}}}}))));
+}
+
+// credentialsSecret: a Secret name, only with an s3:// path; a claim never with an s3:// path.
+TEST(SwarmJob, ObjectStorageCheckpointErrorsNameTheFields) {
+  const std::string long_prefix(899, 'p');  // valid alone; "/j" makes it 901 bytes
+  for (const auto& [checkpoint, expected] : std::vector<std::pair<json, std::string>>{
+           {{{"path", "/ckpt"}, {"s3", {{"credentialsSecret", "creds"}}}},
+            "spec.checkpoint.s3.credentialsSecret: applies only to an s3:// spec.checkpoint.path, got \"creds\" with "
+            "path \"/ckpt\""},
+           {{{"s3", {{"credentialsSecret", "creds"}}}},
+            "spec.checkpoint.s3.credentialsSecret: applies only to an s3:// spec.checkpoint.path, got \"creds\" with "
+            "path \"\""},
+           {{{"path", "s3://ckpts"}, {"s3", {{"credentialsSecret", "Bad_Secret"}}}},
+            "spec.checkpoint.s3.credentialsSecret: must be a Secret name (DNS-1123 subdomain), got \"Bad_Secret\""},
+           {{{"path", "s3://ckpts"}, {"s3", {{"credentialsSecret", 7}}}},
+            "spec.checkpoint.s3.credentialsSecret: must be a string, got 7"},
+           {{{"path", "s3://ckpts/runs"}, {"volumeClaimName", "shared-ckpt"}},
+            "spec.checkpoint.volumeClaimName: cannot be used with an s3:// spec.checkpoint.path (\"s3://ckpts/runs\"), "
+            "got \"shared-ckpt\""},
+           {{{"path", "s3://ckpts/" + long_prefix}}, "spec.checkpoint.path: with the job's name: prefix is longer"}}) {
+    try {
+      parse_swarmjob(job({{"checkpoint", checkpoint}}));
+      ADD_FAILURE() << "accepted " << checkpoint.dump();
+    } catch (const SpecError& e) {
+      std::string all;
+      for (const auto& m : e.errors()) all += m + "\n";
+      EXPECT_NE(all.find(expected), std::string::npos) << all;
+    }
+  }
+}
+
 // spec.security.transport: the pods always get it set. Left out, pools in more than one region
 // make it encrypted (frames cross networks between regions), one region (or none) authenticated;
 // a user's choice stands either way.
@@ -164,6 +223,24 @@ TEST(Status, NoLossUntilOneWasReported) {
   s.loss = 2.5;
   EXPECT_EQ(to_json(s)["loss"], 2.5);
   EXPECT_EQ(status_from_json(to_json(s)).loss, 2.5);
+}
+
+// status.exportedModel / exportedStep: absent until a model was exported, then round-tripped.
+TEST(Status, ExportedModelAppearsOnceSetAndRoundTrips) {
+  SwarmJobStatus s;
+  EXPECT_FALSE(to_json(s).contains("exportedModel"));
+  EXPECT_FALSE(to_json(s).contains("exportedStep"));
+  s.exported_model = "s3://ckpts/runs/j/export/model.safetensors";
+  s.exported_step = 300;
+  const json j = to_json(s);
+  EXPECT_EQ(j["exportedModel"], "s3://ckpts/runs/j/export/model.safetensors");
+  EXPECT_EQ(j["exportedStep"], 300);
+  const SwarmJobStatus back = status_from_json(j);
+  EXPECT_EQ(back.exported_model, s.exported_model);
+  EXPECT_EQ(back.exported_step, 300);
+  // A hand-edited status of the wrong type is ignored, not thrown.
+  EXPECT_EQ(status_from_json({{"exportedModel", 5}, {"exportedStep", "x"}}).exported_model, "");
+  EXPECT_EQ(status_from_json({{"exportedModel", "m"}, {"exportedStep", "x"}}).exported_step, 0);
 }
 
 }  // namespace
