@@ -25,7 +25,8 @@ for _ in $(seq 100); do
 done
 curl -sf -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
   -X PUT "$AWS_ENDPOINT_URL/bench" || { cat "$work/minio.log" >&2; exit 1; }
-printf '%-8s %-7s %14s %12s %14s %18s\n' hidden where "ckpt MB/stage" "write s" "restore s" "MB up per step"
+printf '%-8s %-7s %14s %12s %12s %14s %18s\n' hidden where "ckpt MB/stage" "in step s" "write s" "restore s" \
+  "MB up per step"
 for hidden in 192 1024; do
   for where in s3 disk; do
     loc="s3://bench/h$hidden"
@@ -35,10 +36,11 @@ for hidden in 192 1024; do
 import json, sys
 h, where, s = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 per_stage = s["checkpoint_bytes"] / s["stages"] / 1e6
-print(f'{h:<8} {where:<7} {per_stage:14.1f} {s["write_s_median_per_stage"]:12.3f} '
+print(f'{h:<8} {where:<7} {per_stage:14.1f} {s["save_s_median_per_stage"]:12.3f} {s["write_s_median_per_stage"]:12.3f} '
       f'{s["restore_s_median_per_stage"]:14.3f} {s["bytes_up_per_step"] / 1e6:18.2f}')
 PY
   done
 done
-echo "(medians over $repeats writes and restores of each of the job's stages; MB up per step = the stages'"
-echo " checkpoints / spec.checkpoint.everySteps; the default job checkpoints every 50 steps)"
+echo "(medians over $repeats writes and restores of each of the job's stages; in step: the state copy the"
+echo " step's thread makes, the rest is written by the worker's checkpoint thread; write: both; MB up per"
+echo " step = the stages' checkpoints / spec.checkpoint.everySteps; the default job checkpoints every 50 steps)"

@@ -59,16 +59,17 @@ int main(int argc, char** argv) {
   const swarm::runtime::CheckpointLocation where(spec.checkpoint);
   const auto config = swarm::runtime::model_config(spec);
   const std::string key = swarm::runtime::checkpoint_key("checkpoint-bench");
-  std::vector<double> all_write, all_restore;
+  std::vector<double> all_write, all_restore, all_save;
   int64_t total_bytes = 0;
   for (int s = 0; s < spec.pipeline.stages; ++s) {
     auto m = swarm::model::make_stage(config, s, 1);
     swarm::model::StageOptimizer opt(*m, swarm::runtime::optimizer_config(spec));
-    std::vector<double> write_s, restore_s;
+    std::vector<double> write_s, restore_s, save_s;
     int64_t bytes = 0;
     for (int r = 0; r < repeats; ++r) {
       auto t = std::chrono::steady_clock::now();
       const std::string state = swarm::model::save_state(*m, opt);
+      save_s.push_back(seconds_since(t));
       swarm::runtime::write_checkpoint(where, s, 1000 + r, state, 2, key);
       write_s.push_back(seconds_since(t));
       bytes = static_cast<int64_t>(state.size());
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
     total_bytes += bytes;
     all_write.push_back(median(write_s));
     all_restore.push_back(median(restore_s));
-    std::printf("%s\n", nlohmann::json{{"stage", s}, {"bytes", bytes}, {"write_s", write_s}, {"restore_s", restore_s}}
+    all_save.push_back(median(save_s));
+    std::printf("%s\n", nlohmann::json{{"stage", s}, {"bytes", bytes}, {"save_s", save_s}, {"write_s", write_s}, {"restore_s", restore_s}}
                             .dump()
                             .c_str());
   }
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
                             {"location", location},
                             {"stages", spec.pipeline.stages},
                             {"checkpoint_bytes", total_bytes},
+                            {"save_s_median_per_stage", median(all_save)},
                             {"write_s_median_per_stage", median(all_write)},
                             {"restore_s_median_per_stage", median(all_restore)},
                             {"every_steps", spec.checkpoint.every_steps},

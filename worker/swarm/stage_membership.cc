@@ -394,7 +394,7 @@ void StageServer::Impl::complete_leave() {
     swarm::MutexLock lk(mu);
     lost += samples_done;
   }
-  if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now();
+  if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now(/*wait=*/true);
   report_event("samples_lost", lost);
   // The gradient is settled (handed off or counted): the registry must not count it again if
   // this process dies before it deregisters.
@@ -428,15 +428,20 @@ void StageServer::Impl::complete_leave() {
   cv.notify_all();
 }
 
-void StageServer::Impl::write_checkpoint_now() {
+void StageServer::Impl::write_checkpoint_now(bool wait) {
   {
     swarm::MutexLock lk(mu);
     if (failed) return;  // its parameters are the initial ones, not the stage's: never a checkpoint
   }
+  if (!checkpoint_writer) return;
+  checkpoint_writer->submit({stage.load(), step.load(), model::save_state(*model, *optimizer)});
+  if (wait) checkpoint_writer->flush();
+}
+
+void StageServer::Impl::write_checkpoint_job(const CheckpointJob& job) {
   try {
-    auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), stage.load(), step.load(),
-                                 model::save_state(*model, *optimizer), opt.spec.checkpoint.keep,
-                                 checkpoint_key(opt.secret));
+    auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), job.stage, job.step, job.state,
+                                 opt.spec.checkpoint.keep, checkpoint_key(opt.secret));
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {
     // Training goes on (the previous checkpoints stay intact); the count shows the stage is at

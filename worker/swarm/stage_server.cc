@@ -102,6 +102,8 @@ void StageServer::start() {
     ro.min_gain = spec.rebalancing.min_gain;  // the bottleneck band, as the rebalancer uses it
     first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages), ro);
   }
+  if (!I.opt.spec.checkpoint.path.empty())
+    I.checkpoint_writer = std::make_unique<CheckpointWriter>([&I](const CheckpointJob& j) { I.write_checkpoint_job(j); });
   // The heartbeat runs while the state downloads ("joining"): a download longer than the peer
   // expiry must not make the registry count the newcomer as lost.
   I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });
@@ -136,6 +138,7 @@ void StageServer::stop() {
   }
   for (auto* t : {&I.compute_thread, &I.progress_thread})
     if (t->joinable()) t->join();
+  if (I.checkpoint_writer) I.checkpoint_writer->flush();  // the last checkpoint is written before exit
   if (I.server) I.server->stop();
 }
 

@@ -26,6 +26,7 @@
 #include "worker/swarm/averaging_inbox.h"
 #include "worker/swarm/capacity_meter.h"
 #include "worker/swarm/checkpoint.h"
+#include "worker/swarm/checkpoint_writer.h"
 #include "worker/swarm/clock.h"
 #include "worker/swarm/metrics.h"
 #include "worker/swarm/request_queue.h"
@@ -99,7 +100,9 @@ struct StageServer::Impl {
   // A checkpoint of stage s, authenticated with the job's secret (or its previous one).
   std::string open_checkpoint_of_job(const CheckpointFile& f, int s) const;
   void maybe_checkpoint(bool writer);         // after a step
-  void write_checkpoint_now();
+  // Copies the state now and hands it to checkpoint_writer (`wait`: until it is written).
+  void write_checkpoint_now(bool wait = false);
+  void write_checkpoint_job(const CheckpointJob& job);  // on the writer's thread
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
   void report_event(const std::string& kind, int64_t count);
   void report_dropped(int s, int64_t r, int64_t lost);  // samples of step r's gradient dropped
@@ -188,6 +191,9 @@ struct StageServer::Impl {
 
   std::thread compute_thread, heartbeat_thread, progress_thread;
   std::atomic<bool> started{false}, stopped{false};
+  // With spec.checkpoint.path: made in start(), flushed in stop(); declared last, so destroyed
+  // first, while the registry client it reports to still exists.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer;
 };
 
 }  // namespace swarm::runtime
