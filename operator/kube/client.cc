@@ -3,6 +3,8 @@
 #endif
 #include "operator/kube/client.h"
 
+#include "common/percent_encode.h"
+
 #include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 
@@ -58,20 +60,7 @@ ApiError error_from(int status, const std::string& body, const std::string& what
 
 }  // namespace
 
-std::string url_encode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
+std::string url_encode(const std::string& s) { return percent_encode(s); }
 
 std::string resource_path(const std::string& gv, const std::string& ns, const std::string& plural,
                           const std::string& name, const std::string& sub) {

@@ -17,6 +17,18 @@ json job(json spec) {
           {"status", {{"phase", "Running"}}}};
 }
 
+// A spec.checkpoint that parse_swarmjob refuses with `expected` among its errors.
+void expect_checkpoint_refused(const json& checkpoint, const std::string& expected) {
+  try {
+    parse_swarmjob(job({{"checkpoint", checkpoint}}));
+    ADD_FAILURE() << "accepted " << checkpoint.dump();
+  } catch (const SpecError& e) {
+    std::string all;
+    for (const auto& m : e.errors()) all += m + "\n";
+    EXPECT_NE(all.find(expected), std::string::npos) << all;
+  }
+}
+
 TEST(SwarmJob, SplitsOperatorFieldsFromTheJobSpec) {
   auto j = parse_swarmjob(job({{"pipeline", {{"stages", 3}}},
                                {"workers", {{"perStage", 2}, {"image", "img:1"}, {"maxPerStage", 4},
@@ -82,14 +94,7 @@ TEST(SwarmJob, CheckpointVolumeClaim) {
            {{{"volumeClaimName", "c"}}, "spec.checkpoint.path: required with spec.checkpoint.volumeClaimName (\"c\")"},
            {{{"path", "/x"}, {"volumeClaimName", "Bad_Name"}},
             "spec.checkpoint.volumeClaimName: must be a PersistentVolumeClaim name (DNS-1123 subdomain), got \"Bad_Name\""}}) {
-    try {
-      parse_swarmjob(job({{"checkpoint", checkpoint}}));
-      ADD_FAILURE() << "accepted " << checkpoint.dump();
-    } catch (const SpecError& e) {
-      std::string all;
-      for (const auto& m : e.errors()) all += m + "\n";
-      EXPECT_NE(all.find(expected), std::string::npos) << all;
-    }
+    expect_checkpoint_refused(checkpoint, expected);
   }
 }
 
@@ -160,14 +165,7 @@ TEST(SwarmJob, ObjectStorageCheckpointErrorsNameTheFields) {
             "spec.checkpoint.volumeClaimName: cannot be used with an s3:// spec.checkpoint.path (\"s3://ckpts/runs\"), "
             "got \"shared-ckpt\""},
            {{{"path", "s3://ckpts/" + long_prefix}}, "spec.checkpoint.path: with the job's name: prefix is longer"}}) {
-    try {
-      parse_swarmjob(job({{"checkpoint", checkpoint}}));
-      ADD_FAILURE() << "accepted " << checkpoint.dump();
-    } catch (const SpecError& e) {
-      std::string all;
-      for (const auto& m : e.errors()) all += m + "\n";
-      EXPECT_NE(all.find(expected), std::string::npos) << all;
-    }
+    expect_checkpoint_refused(checkpoint, expected);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "common/percent_encode.h"
 
 namespace swarm::storage {
 namespace {
@@ -94,21 +95,7 @@ bool transient(long status, const std::string& code) {
 
 }  // namespace
 
-std::string s3_encode(const std::string& s, bool keep_slash) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
+std::string s3_encode(const std::string& s, bool keep_slash) { return percent_encode(s, keep_slash); }
 
 S3Settings S3Settings::resolve(const CheckpointS3Spec& spec) {
   S3Settings s;
