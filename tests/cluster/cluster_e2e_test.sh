@@ -14,6 +14,8 @@
 #   the leading operator pod deleted: the other replica takes the Lease, nothing is duplicated
 #   the registry pod deleted: it comes back and the step keeps rising
 #   kubectl delete swarmjob: every object of the job is gone
+#   a job checkpointing to MinIO (s3://, credentials from a Secret): trainer 0 exports the model to
+#     the bucket at the end and status.exportedModel names it (tests/cluster/s3_phase.sh)
 # The cluster is torn down at the end, also on failure, and nothing may be left behind
 # (cluster.sh leftovers). Prints FIGURE lines (bench/cluster.sh collects them).
 #   cluster_e2e_test.sh SOURCE_DIR [BUILD_DIR]
@@ -296,5 +298,9 @@ job_gone() {
 # Pods on the killed node cannot finish a graceful deletion: the operator deletes them at once.
 wait_until 120 "every object of the job gone" job_gone
 log "every object of $JOB is gone"
+
+# ---- checkpoints and the exported model in object storage (MinIO) ----
+. "$SRC/tests/cluster/s3_phase.sh"
+s3_phase
 "$HELM" uninstall swarm-operator -n $OPNS >/dev/null || fail "helm uninstall"
 log "PASS"
