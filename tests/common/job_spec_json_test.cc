@@ -45,7 +45,19 @@ JobSpec everything_changed() {
   s.trainers = {32, 8, {0.25, 1.5, 0.5}};
   s.timeouts = {1.5, 10, 20, 45, 0.25, 2.75, 600};
   s.secret = {"HMAC_KEY", "swarm-secret", "hmac"};
+  s.checkpoint = {"s3://ckpt/jobs", 10, 3, {"http://minio:9000", "eu-west-1", true, 32}};
   return s;
+}
+
+// Object storage settings, refused by field (more cases in job_spec_test.cc).
+TEST(JobSpecJson, ObjectStorageCheckpointSettingsAreCheckedByName) {
+  json j = to_json(JobSpec{});
+  j["spec"]["checkpoint"]["path"] = "gs://bucket/x";
+  EXPECT_THAT(json_errors_of(j),
+              ElementsAre("spec.checkpoint.path: must be a directory or s3://bucket[/prefix], got \"gs://bucket/x\""));
+  j["spec"]["checkpoint"]["path"] = "s3://bucket";
+  j["spec"]["checkpoint"]["s3"] = {{"region", "eu west"}};
+  EXPECT_THAT(json_errors_of(j), ElementsAre("spec.checkpoint.s3.region: must be letters, digits and '-', got \"eu west\""));
 }
 
 TEST(JobSpecJson, RoundTripsEveryField) {

@@ -521,8 +521,7 @@ int LocalRun::finish() {
   if (report.value("finished", false) && failure_.is_null() && o_.baseline.empty())
     if (auto p = export_at_end(spec_, checkpoints, resolve_secret(spec_.secret))) summary["exported_model"] = *p;
   write_summary(o_.summary_path, summary);
-  summary.erase("loss_curve");
-  summary.erase("progress");
+  for (const char* k : {"loss_curve", "progress"}) summary.erase(k);
   std::printf("%s\n", summary.dump(2).c_str());
   return exit_status(report);
 }
