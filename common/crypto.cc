@@ -114,4 +114,9 @@ std::string to_hex(const void* data, size_t n) {
   return out;
 }
 
+std::string sha256_hex(std::string_view bytes) {
+  const auto d = sha256(bytes.data(), bytes.size());
+  return to_hex(d.data(), d.size());
+}
+
 }  // namespace swarm::crypto

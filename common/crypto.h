@@ -53,4 +53,7 @@ std::string random_bytes(size_t n);
 // Lower-case hex of n bytes.
 std::string to_hex(const void* data, size_t n);
 
+// Lower-case hex of the SHA-256 of `bytes` (S3's x-amz-content-sha256, checkpoint manifests).
+std::string sha256_hex(std::string_view bytes);
+
 }  // namespace swarm::crypto

@@ -43,3 +43,11 @@ TEST(Crypto, RandomBytesDiffer) {
 
 }  // namespace
 }  // namespace swarm::crypto
+
+namespace {
+// FIPS 180-2's "abc" and the empty message.
+TEST(Crypto, Sha256HexMatchesTheStandardVectors) {
+  EXPECT_EQ(swarm::crypto::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(swarm::crypto::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+}  // namespace

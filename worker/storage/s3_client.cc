@@ -26,11 +26,6 @@ std::string first_env(std::initializer_list<const char*> names) {
   return "";
 }
 
-std::string sha256_hex(const std::string& bytes) {
-  const auto d = crypto::sha256(bytes.data(), bytes.size());
-  return crypto::to_hex(d.data(), d.size());
-}
-
 void curl_init_once() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -155,7 +150,7 @@ struct S3Client::Impl {
     const std::string empty;
     const std::string& body = r.body != nullptr ? *r.body : empty;
     curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, ("x-amz-content-sha256: " + sha256_hex(body)).c_str());
+    headers = curl_slist_append(headers, ("x-amz-content-sha256: " + crypto::sha256_hex(body)).c_str());
     if (!s.session_token.empty())
       headers = curl_slist_append(headers, ("x-amz-security-token: " + s.session_token).c_str());
     if (r.method == "POST") headers = curl_slist_append(headers, "Content-Type: application/xml");

@@ -26,11 +26,6 @@ std::string manifest_key_of(const std::string& object_key) {
   return object_key.substr(0, object_key.size() - 5) + kManifestSuffix;  // "....ckpt" -> "....manifest.json"
 }
 
-std::string sha256_hex(const std::string& bytes) {
-  const auto d = crypto::sha256(bytes.data(), bytes.size());
-  return crypto::to_hex(d.data(), d.size());
-}
-
 // The step of "<stage prefix>step-<digits><suffix>" exactly, or -1.
 int64_t step_of(const std::string& key, const std::string& prefix, const std::string& suffix) {
   if (key.rfind(prefix, 0) != 0 || key.size() < suffix.size() ||
@@ -71,7 +66,7 @@ std::string write(const CheckpointLocation& where, int stage, int64_t step, cons
   client->put(u.bucket, key, bytes);
   const json manifest = {{"format", kManifestFormat}, {"stage", stage},   {"step", step},
                          {"object", checkpoint_step_name(step)}, {"bytes", bytes.size()},
-                         {"sha256", sha256_hex(bytes)}};
+                         {"sha256", crypto::sha256_hex(bytes)}};
   client->put(u.bucket, manifest_key_of(key), manifest.dump());
   // Prune: manifests beyond `keep`, newest first kept; objects whose manifest is gone and that are
   // older than the newest kept one (half-written by a writer that died) go too.
@@ -128,7 +123,7 @@ std::string read(const CheckpointLocation& where, const CheckpointFile& f) {
   if (bytes->size() != expected)
     throw std::runtime_error(what + std::to_string(bytes->size()) + " bytes, its manifest says " +
                              std::to_string(expected));
-  if (sha256_hex(*bytes) != manifest["sha256"].get<std::string>())
+  if (crypto::sha256_hex(*bytes) != manifest["sha256"].get<std::string>())
     throw std::runtime_error(what + "SHA-256 differs from its manifest's (changed after it was written)");
   return std::move(*bytes);
 }
