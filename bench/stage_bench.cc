@@ -3,6 +3,8 @@
 //
 //   stage_bench --hidden 1024,2048,4096 --layers 4 --seq 2048 --batch 4 --precision bf16 \
 //               --device cuda --iters 10
+//   stage_bench --hidden 192 --head-dim 32 --batch 8 --threads 1 --precision fp32 --profile 20
+//                                           # + a per-op profile (libtorch's profiler) of fwd+bwd
 //   stage_bench --check --device cuda       # quick self-test of autocast + staging on the device,
 //                                           # and of a worker's request path (StageCompute)
 //
@@ -25,8 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "worker/model/device.h"
+#include "bench/stage_profile.h"
 #include "planner/flops.h"
+#include "worker/model/device.h"
 #include "worker/model/precision.h"
 #include "worker/model/stage.h"
 #include "worker/model/stage_compute.h"
@@ -39,7 +42,7 @@ namespace {
 struct Args {
   std::vector<int64_t> hidden;
   int64_t layers = -1, seq = -1, batch = -1, iters = -1, warmup = -1, peak_size = -1;
-  int64_t head_dim = 128, vocab = 256, mlp = 4, threads = 0;
+  int64_t head_dim = 128, vocab = 256, mlp = 4, threads = 0, profile = 0, profile_rows = 18;
   std::string precision = "bf16", device = "auto";
   bool check = false;
 };
@@ -48,7 +51,8 @@ struct Args {
   std::fprintf(stderr,
                "stage_bench: %s\nusage: stage_bench [--hidden H1,H2,..] [--layers L] [--seq T] "
                "[--batch B]\n  [--precision auto|fp32|bf16|fp16] [--device auto|cpu|cuda|cuda:N] "
-               "[--iters N] [--warmup N]\n  [--head-dim D] [--peak-size N] [--threads N] [--check]\n",
+               "[--iters N] [--warmup N]\n  [--head-dim D] [--peak-size N] [--threads N] [--profile ITERS] "
+               "[--profile-rows N] [--check]\n",
                why.c_str());
   std::exit(2);
 }
@@ -83,6 +87,8 @@ Args parse(int argc, char** argv) {
     else if (f == "--head-dim") a.head_dim = to_int(f, v);
     else if (f == "--peak-size") a.peak_size = to_int(f, v);
     else if (f == "--threads") a.threads = to_int(f, v);
+    else if (f == "--profile") a.profile = to_int(f, v);
+    else if (f == "--profile-rows") a.profile_rows = to_int(f, v);
     else if (f == "--precision") a.precision = v;
     else if (f == "--device") a.device = v;
     else usage("unknown flag " + f);
@@ -262,8 +268,9 @@ int main(int argc, char** argv) {
 
   const auto dtype = sm::precision_dtype(eff);
   const double peak = measure_peak(device, dtype, a.peak_size);
-  std::printf("peak: %s matmul %lld^3 on %s: %.1f TFLOP/s\n", sm::precision_name(eff),
-              static_cast<long long>(a.peak_size), gpu ? "GPU" : "CPU", peak / 1e12);
+  std::printf("peak: %s matmul %lld^3 on %s (%d threads): %.1f GFLOP/s\n", sm::precision_name(eff),
+              static_cast<long long>(a.peak_size), gpu ? "GPU" : "CPU", torch::get_num_threads(),
+              peak / 1e9);
   std::printf("RESULT kind=peak device=%s precision=%s n=%lld tflops=%.2f\n", device.str().c_str(),
               sm::precision_name(eff), static_cast<long long>(a.peak_size), peak / 1e12);
   std::printf("one middle stage: %lld layers, seq %lld, batch %lld, mlp %lld, head dim %lld; "
@@ -272,7 +279,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(a.batch), static_cast<long long>(a.mlp),
               static_cast<long long>(a.head_dim));
   std::printf("%7s %6s %10s %9s %13s %15s %9s\n", "hidden", "heads", "params(M)", "fwd ms",
-              "fwd+bwd ms", "fwd+bwd TFLOP/s", "of peak");
+              "fwd+bwd ms", "fwd+bwd GFLOP/s", "of peak");
   for (const int64_t hidden : a.hidden) {
     sm::ModelConfig c;
     try {
@@ -293,24 +300,31 @@ int main(int argc, char** argv) {
       sm::ComputeScope scope(device, eff);
       stage->forward(x);
     });
-    const double fwd_bwd = time_per_call(device, a.warmup, a.iters, [&] {
+    const auto forward_backward = [&] {
       torch::Tensor y;
       {
         sm::ComputeScope scope(device, eff);
         y = stage->forward(x);
       }
       y.backward(g);  // gradients accumulate, as over a step's microbatches
-    });
+    };
+    const double fwd_bwd = time_per_call(device, a.warmup, a.iters, forward_backward);
     const double flops = 3.0 * swarm::planner::stage_flops_per_sample({c.vocab_size, c.hidden_size, c.layers_per_stage, c.sequence_length, c.mlp_ratio}, false) * a.batch;
     const double tflops = flops / fwd_bwd / 1e12;
-    std::printf("%7lld %6lld %10.1f %9.2f %13.2f %15.2f %8.1f%%\n", static_cast<long long>(hidden),
+    std::printf("%7lld %6lld %10.1f %9.2f %13.2f %15.1f %8.1f%%\n", static_cast<long long>(hidden),
                 static_cast<long long>(c.num_heads), params / 1e6, fwd * 1e3, fwd_bwd * 1e3,
-                tflops, 100.0 * tflops * 1e12 / peak);
+                tflops * 1e3, 100.0 * tflops * 1e12 / peak);
     std::printf("RESULT kind=stage device=%s precision=%s hidden=%lld layers=%lld seq=%lld "
                 "batch=%lld fwd_bwd_ms=%.3f tflops=%.2f frac_of_peak=%.3f\n",
                 device.str().c_str(), sm::precision_name(eff), static_cast<long long>(hidden),
                 static_cast<long long>(a.layers), static_cast<long long>(a.seq),
                 static_cast<long long>(a.batch), fwd_bwd * 1e3, tflops, tflops * 1e12 / peak);
+    if (a.profile > 0) {
+      if (gpu) sync(device);
+      double wall_ms = 0;
+      const auto rows = swarm::bench::profile_ops(forward_backward, a.profile, &wall_ms);
+      swarm::bench::print_op_profile(rows, wall_ms, static_cast<size_t>(a.profile_rows));
+    }
     std::fflush(stdout);
   }
   if (gpu && TORCH_VERSION_MAJOR >= 2) {

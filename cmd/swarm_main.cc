@@ -73,7 +73,7 @@ struct LocalCommand {
                     "processes, one fixed worker per stage, a synchronous GPipe schedule, no failover)")
         ->check(CLI::IsMember({"single-process", "gpipe"}));
     cmd->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
-    cmd->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores / workers)");
+    cmd->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores given / workers; cores given = CPU affinity capped by the cgroup CPU limit)");
     cmd->add_option("--preempt-every", local.preempt_every, "kill a random worker every DURATION seconds")
         ->check(CLI::PositiveNumber);
     cmd->add_option("--preempt-notice", local.preempt_notice,
@@ -162,7 +162,7 @@ struct WorkerCommand {
         ->envname("SWARM_HOST")->capture_default_str();
     cmd->add_option("--port", worker.port, "data-plane port (0 = any)")->envname("SWARM_PORT")->capture_default_str();
     cmd->add_option("--metrics-bind", worker.metrics_bind, "host:port of /metrics")->capture_default_str();
-    cmd->add_option("--threads", worker.threads, "torch intra-op threads")->capture_default_str();
+    cmd->add_option("--threads", worker.threads, "torch intra-op threads; 0 = the cores this process is given (CPU affinity, cgroup CPU limit)")->capture_default_str();
     cmd->add_option("--slowdown", worker.slowdown, "emulate a machine this many times slower (benchmarks)")
         ->check(CLI::Range(1.0, 100.0));
     cmd->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");

@@ -124,9 +124,18 @@ void RegistryService::count_event_locked(const std::string& kind, int64_t count)
 
 bool RegistryService::membership_known_locked(double t) const {
   if (t - started_at_ >= options_.peer_expiry_seconds) return true;
-  for (const auto& [stage, step] : stage_step_high_)
+  // A stage first heard of past step 0 means this registry started mid-run (a restart): peers it
+  // has not heard yet may hold gradient of the step. A stage it watched from step 0 has told it
+  // every peer since (a fresh job's first steps must not wait out the expiry period).
+  for (const auto& [stage, step] : stage_step_first_)
     if (step > 0) return false;
   return true;
+}
+
+void RegistryService::note_step_locked(int stage, int64_t step) {
+  auto& high = stage_step_high_[stage];
+  high = std::max(high, step);
+  stage_step_first_.emplace(stage, step);
 }
 
 void RegistryService::expire_locked(double t) {
@@ -366,8 +375,7 @@ HttpReply RegistryService::put_peer(const Request& req) {
   // A serving worker's step is one its stage reached. After a restart this registry
   // knows nothing of the job's steps: the first heartbeats give them back (stageSteps).
   if (worker && stage >= 0 && rec.state != planner::PeerState::Joining && rec.state != planner::PeerState::Failed) {
-    auto& high = stage_step_high_[stage];
-    high = std::max(high, rec.step);
+    note_step_locked(stage, rec.step);
   }
   listing_.put(rec, t);
   peers_.upsert(std::move(rec), t);
@@ -466,8 +474,7 @@ HttpReply RegistryService::post_progress(const Request& req) {
   const double t = now();
   if (dropped > 0) count_dropped_locked(peer, req.stage, req.step, dropped);
   last_progress_[peer] = {req.stage, req.step};
-  auto& high = stage_step_high_[req.stage];
-  high = std::max(high, req.step);
+  note_step_locked(req.stage, req.step);
   json out = wire::to_json(
       steps_.report_progress(req.stage, req.step, peer, samples, target, peers_, t, admitted));
   // The stage's newest step: a peer whose step the book has finished without it learns how far
@@ -484,8 +491,7 @@ HttpReply RegistryService::post_join(const Request& req) {
   const double t = now();
   // A join is a report of the step too: a registry restarted a moment ago may hear of the job's
   // steps first through one (membership_known_locked).
-  auto& high = stage_step_high_[req.stage];
-  high = std::max(high, req.step);
+  note_step_locked(req.stage, req.step);
   if (steps_.join(req.stage, req.step, req.attempt, m, gather, t) == planner::JoinResult::Closed) {
     return reply(409, json{{"error", "step closed"}, {"newestStep", steps_.newest_step(req.stage)}});
   }
@@ -503,8 +509,7 @@ HttpReply RegistryService::put_group(const Request& req) {
   const auto members = wire::members_from_json(wire::parse_object(req.body), /*restore=*/true);
   swarm::MutexLock lock(mu_);
   const double t = now();
-  auto& high = stage_step_high_[req.stage];
-  high = std::max(high, req.step);
+  note_step_locked(req.stage, req.step);
   return reply(200, wire::to_json(steps_.restore(req.stage, req.step, req.attempt, members, t)));
 }
 

@@ -188,9 +188,11 @@ class RegistryService {
   // counts in "peers_lost".
   void lose_locked(const planner::PeerRecord& rec) REQUIRES(mu_);
   // False while this registry may not have heard every live peer: it was started (restarted)
-  // mid-run, the job being past step 0, less than one peer expiry ago. Until then a group is
+  // mid-run (the first step it heard of a stage was past 0), less than one peer expiry ago. Until then a group is
   // complete only when its gather window ends: a peer not yet re-announced is not left out.
   bool membership_known_locked(double t) const REQUIRES(mu_);
+  // A step a peer of `stage` reported (heartbeat, progress, join, restore).
+  void note_step_locked(int stage, int64_t step) REQUIRES(mu_);
 
   RegistryOptions options_;  // set in the constructor, read-only after: no lock
   std::unique_ptr<auth::Verifier> verifier_;  // null without a secret; thread-safe itself
@@ -207,6 +209,7 @@ class RegistryService {
   double started_at_ GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> events_ GUARDED_BY(mu_);
   std::map<int, int64_t> stage_step_high_ GUARDED_BY(mu_);   // newest step any peer reported progress in, per stage
+  std::map<int, int64_t> stage_step_first_ GUARDED_BY(mu_);  // the step this registry first heard of, per stage
   nlohmann::json failure_ GUARDED_BY(mu_);                   // null while healthy; the first failure reported
   int64_t stage_resets_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, step) it last reported

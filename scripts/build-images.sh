@@ -10,7 +10,8 @@
 #   scripts/build-images.sh                      full multi-stage builds: CMake compiles inside
 #   scripts/build-images.sh --prebuilt build/bin the runtime stages of the same Dockerfiles, plus
 #                                                the binaries already built on this machine (same
-#                                                Debian release and libraries): what the tests use
+#                                                Debian release and libraries, and the PyPI
+#                                                libtorch they link): what the tests use
 #   scripts/build-images.sh --torch cuda         the CUDA worker image only (full build; no GPU
 #                                                needed): the wheels of TORCH_VERSION below are
 #                                                downloaded once into ~/.cache/swarm-operator/wheels/
@@ -53,7 +54,7 @@ done
 case "$TORCH" in
   cpu) ;;
   cuda)
-    [ -z "$PREBUILT" ] || { echo "build-images: --torch cuda is a full build (host binaries link Debian's libtorch), no --prebuilt" >&2; exit 2; }
+    [ -z "$PREBUILT" ] || { echo "build-images: --torch cuda is a full build (it compiles against the CUDA libtorch), no --prebuilt" >&2; exit 2; }
     [ "$ONLY" != operator ] || { echo "build-images: --torch cuda builds the worker image only" >&2; exit 2; }
     ONLY=worker ;;
   *) echo "build-images: --torch cpu|cuda, not $TORCH" >&2; exit 2 ;;
@@ -191,6 +192,22 @@ build_image() {
     cp "$PREBUILT/$binary" "$tmp/$binary"
     strip "$tmp/$binary"
     ctr=$($BUILDAH from "$runtime")
+    # A binary linked against PyPI's libtorch (scripts/install-torch.sh, the default build) gets
+    # the libraries it loads from there: libtorch_cpu, libc10, libgomp and the CUDA runtime and
+    # CUPTI libtorch_cpu asks for, under /opt/pytorch in the wheel's own layout (libtorch_cpu's
+    # RPATH finds nvidia/cu13/lib beside torch/lib), and its RUNPATH pointed there.
+    local torch_lib site lib
+    torch_lib=$(ldd "$PREBUILT/$binary" | awk '$1 == "libtorch_cpu.so" && $3 ~ /\/torch\/lib\// {print $3}')
+    if [ -n "$torch_lib" ]; then
+      site=$(realpath "$(dirname "$torch_lib")/../..")
+      mkdir -p "$tmp/opt/pytorch"
+      for lib in $(ldd "$PREBUILT/$binary" | awk '{print $3}' | grep "^/" | xargs -r realpath | grep "^$site/"); do
+        install -D -m 0644 "$lib" "$tmp/opt/pytorch/${lib#"$site"/}"
+      done
+      patchelf --set-rpath /opt/pytorch/torch/lib "$tmp/$binary"
+      $BUILDAH copy --chown 0:0 "$ctr" "$tmp/opt/pytorch" /opt/pytorch >/dev/null
+      log "$image: + PyPI libtorch from $site ($(du -sh "$tmp/opt/pytorch" | cut -f1))"
+    fi
     $BUILDAH copy --chown 0:0 "$ctr" "$tmp/$binary" "/usr/local/bin/$binary" >/dev/null
     id=$($BUILDAH commit --quiet --rm "$ctr")
     replace_tag "$image" "$id"

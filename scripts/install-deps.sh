@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
-  libtorch-dev libopenblas0-openmp            # libtorch; OpenBLAS (OpenMP) is ~6x faster than reference BLAS
+  libtorch-dev libopenblas0-openmp            # Debian's libtorch 1.13 (SWARM_TORCH=debian builds; the default is
+                                              # PyTorch's from PyPI: scripts/install-torch.sh); OpenBLAS (OpenMP)
   libcpprest-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
   libcurl4-openssl-dev libpugixml-dev          # object storage: libcurl (AWS SigV4), pugixml (S3 XML)
   prometheus-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libasio-dev
@@ -19,6 +20,7 @@ packages=(
   iperf3 curl openssl                         # wire benchmark reference; endpoint checks; test certificates
   prometheus                                  # promtool and a real server for the metrics tests
   buildah debootstrap                         # container images without a Docker engine (scripts/build-images.sh)
+  patchelf                                    # images from host binaries: their libtorch path (scripts/build-images.sh)
 )
 
 missing=()

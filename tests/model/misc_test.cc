@@ -3,6 +3,7 @@
 
 #include "worker/model/config.h"
 #include "worker/model/device.h"
+#include "worker/model/transformer.h"
 
 namespace swarm::model {
 namespace {
@@ -35,6 +36,45 @@ TEST(Config, ValidateAndDescribe) {
   c = ModelConfig{};
   c.num_stages = 0;
   EXPECT_THROW(validate(c), std::invalid_argument);
+}
+
+// The attention the stages run (fused scaled_dot_product_attention on libtorch 2.x) is the
+// explicit softmax(q k^T / sqrt(d) + causal mask) v, in values and in the gradients of q, k and v.
+TEST(Attention, FusedMatchesExplicitForwardAndBackward) {
+  torch::manual_seed(7);
+  const int64_t B = 3, T = 37, nh = 4, hd = 16;
+  auto qkv = torch::randn({B, T, 3 * nh * hd}).requires_grad_(true);
+  auto qkv_ref = qkv.detach().clone().requires_grad_(true);
+  auto y = causal_self_attention(qkv, nh);
+  auto parts = qkv_ref.view({B, T, 3, nh, hd}).permute({2, 0, 3, 1, 4});
+  auto y_ref = explicit_causal_attention(parts[0], parts[1], parts[2]);
+  ASSERT_EQ(y.sizes(), y_ref.sizes());
+  EXPECT_LT((y - y_ref).abs().max().item<double>(), 2e-5);
+  auto g = torch::randn(y.sizes());
+  y.backward(g);
+  y_ref.backward(g);
+  EXPECT_LT((qkv.grad() - qkv_ref.grad()).abs().max().item<double>(), 2e-5);
+  // Causal: position 0's output depends on position 0 only (changing a later position leaves it).
+  auto later = qkv.detach().clone();
+  later.index_put_({torch::indexing::Slice(), torch::indexing::Slice(1)}, 0.0);
+  auto y0 = causal_self_attention(later, nh).detach();
+  EXPECT_TRUE(torch::allclose(y0.select(1, 0), y.detach().select(1, 0), 1e-5, 1e-6));
+  EXPECT_FALSE(torch::allclose(y0.select(1, 1), y.detach().select(1, 1), 1e-3, 1e-3));
+}
+
+// bf16 activations (autocast on the CPU): the attention core computes in float32 there (libtorch's
+// bf16 flash backward is slow on the CPU) and hands back bf16, close to the float32 result.
+TEST(Attention, Bf16InputGivesBf16OutputCloseToFloat32) {
+  torch::manual_seed(3);
+  auto qkv = torch::randn({2, 24, 3 * 4 * 8});
+  auto ref = causal_self_attention(qkv, 4);
+  auto low = qkv.to(torch::kBFloat16).requires_grad_(true);
+  auto y = causal_self_attention(low, 4);
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_LT((y.to(torch::kFloat) - ref).abs().max().item<double>(), 3e-2);
+  y.sum().backward();
+  EXPECT_EQ(low.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::isfinite(low.grad()).all().item<bool>());
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ TEST(StageOptimizer, LambReducesLoss) {
   EXPECT_LT(last, 0.7 * first) << "first " << first << " last " << last;
 }
 
-// The AdamW update follows torch::optim::AdamW exactly (decay only on the decayed group).
+// The AdamW update follows torch::optim::AdamW (decay only on the decayed group).
 TEST(StageOptimizer, AdamWMatchesTorchAdamW) {
   const auto config = tiny_config(1);
   auto a = make_stage(config, 0, 5);
@@ -140,16 +140,25 @@ TEST(StageOptimizer, AdamWMatchesTorchAdamW) {
                                     torch::optim::AdamWOptions(opts).weight_decay(0.0)));
   torch::optim::AdamW theirs(groups, opts);
 
-  auto tokens = random_tokens(config, 2, config.sequence_length, 9);
+  // The same random gradients for both (not the model's own: its key bias gets a gradient of ~1e-12
+  // that is pure rounding noise, softmax ignoring a per-query constant, which Adam turns into
+  // updates of up to lr * m / eps; one ulp of difference in a step then changes the next's noise).
+  torch::manual_seed(11);
+  auto pa = a->parameters(), pb = b->parameters();
   for (int i = 0; i < 5; ++i) {
-    for (auto* m : {a.get(), b.get()}) m->loss(m->forward(tokens), tokens).backward();
+    for (size_t j = 0; j < pa.size(); ++j) {
+      auto g = torch::randn(pa[j].sizes()) * (j % 3 == 0 ? 1e-3 : 1.0);
+      pa[j].mutable_grad() = g.clone();
+      pb[j].mutable_grad() = g.clone();
+    }
     ours.step();
     theirs.step();
     theirs.zero_grad();
   }
-  auto pa = a->parameters(), pb = b->parameters();
+  // Up to float rounding: libtorch 2.x runs ours as its fused kernel.
   for (size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(pa[i], pb[i], 1e-6, 1e-7)) << named[i].key();
+    EXPECT_TRUE(torch::allclose(pa[i], pb[i], 1e-6, 1e-7))
+        << named[i].key() << ": max difference " << (pa[i] - pb[i]).abs().max().item<double>();
   }
 }
 

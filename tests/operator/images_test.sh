@@ -35,7 +35,12 @@ ok "worker image: swarm --help"
 wm=$($B mount "$w")
 missing=$(chroot "$wm" ldd /usr/local/bin/swarm | grep "not found" || true)
 [ -z "$missing" ] || fail "worker image lacks libraries: $missing"
-ls "$wm"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so* >/dev/null 2>&1 || fail "worker image has no libtorch"
+torch_so=$(chroot "$wm" ldd /usr/local/bin/swarm | awk '$1 ~ /^libtorch_cpu\.so/ {print $3}')
+[ -n "$torch_so" ] && [ -f "$wm$torch_so" ] || fail "worker image: swarm's libtorch_cpu does not resolve ($torch_so)"
+# A host binary linked against PyPI's libtorch (the default build) finds it under /opt/pytorch.
+if ldd "$BIN/swarm" | grep -q '/torch/lib/libtorch_cpu\.so' && [ "$torch_so" != /opt/pytorch/torch/lib/libtorch_cpu.so ]; then
+  fail "worker image: swarm links PyPI's libtorch, but the image resolves $torch_so"
+fi
 [ -s "$wm/usr/share/games/fortunes/fortunes" ] || fail "worker image has no training text"
 ok "worker image: every library of swarm resolves, libtorch and the fortunes text are there"
 $B copy "$w" "$SRC/examples/tiny-lm.yaml" /tmp/tiny-lm.yaml >/dev/null

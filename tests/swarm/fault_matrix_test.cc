@@ -153,13 +153,16 @@ TEST(FaultMatrix, EveryPeerOfAStageKilledAtOnceComesBackFromTheCheckpoint) {
 // Expected: trainers retry its requests elsewhere; the registry expires it (peers_lost 1, its
 // unaveraged samples counted lost); the stage steps without it; on SIGCONT it finds its step
 // finished, drops its stale gradient (never applied) and downloads the stage's state from its
-// peer (a re-sync), then serves again. The run finishes every step; no peer stepped alone.
+// peer (a re-sync), then serves again. The run trains on to its deadline; no peer stepped alone.
 TEST(FaultMatrix, AWorkerFrozenPastTheTimeoutsResyncsAndTheRunFinishes) {
   const auto dir = fresh_dir("fm-stop");
-  // 160 steps: on a quiet machine 80 were done before the thawed peer had re-synced and served again.
-  const auto job = write_job(dir, job_body(2, 160));
+  // A deadline, not a step count: a step count sized to one machine's speed was done before the
+  // thawed peer had re-synced on a faster one (160 steps in 14.8 s, 12 s of them frozen). The run
+  // goes on for 28 s after the thaw, whatever the machine's speed.
+  const auto job = write_job(dir, job_body(2, 1000000));
   const std::string summary = dir + "/summary.json", logs = dir + "/logs";
-  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress", "--max-seconds", "45"},
+                         dir + "/out.log");
   ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
   const pid_t victim = pid_of(logs, "worker stage0-w1");
   ASSERT_GT(victim, 0);
@@ -169,8 +172,8 @@ TEST(FaultMatrix, AWorkerFrozenPastTheTimeoutsResyncsAndTheRunFinishes) {
   const int rc = wait_exit(launcher, 400);
   ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
   auto s = read_json(summary);
-  EXPECT_TRUE(s["finished"].get<bool>());
-  EXPECT_GE(num(s, "steps"), 160);
+  EXPECT_FALSE(s.contains("failure")) << s.dump();
+  EXPECT_GE(num(s, "steps"), 60) << s.dump();
   EXPECT_EQ(num(s, "peers_lost"), 1) << s.dump();
   EXPECT_GE(num(s, "resyncs"), 1) << s.dump();
   EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();
@@ -298,7 +301,9 @@ TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidStepLoseNoSample) {
     const auto dir = fresh_dir("fm-notice-" + std::to_string(seed));
     // A peer expiry of 5 s rather than 1.5 s: on a loaded machine a heartbeat can be late by more
     // than 1.5 s, and an expiry would count a peer as lost that this test expects to leave cleanly.
-    std::string body = job_body(2, 80);
+    // 160 steps: long enough for two notices 4 s apart (80 steps took ~7 s once the first step
+    // no longer waited ~3 s for the registry).
+    std::string body = job_body(2, 160);
     const std::string fast = "heartbeatSeconds: 0.3, peerExpirySeconds: 1.5";
     body.replace(body.find(fast), fast.size(), "heartbeatSeconds: 0.5, peerExpirySeconds: 5");
     const auto job = write_job(dir, body);
@@ -324,13 +329,16 @@ TEST(FaultMatrix, WorkersGivenAReclaimNoticeMidStepLoseNoSample) {
 // place).
 // Expected: the launcher withdraws the dead incarnation (peers_lost 1, its unaveraged samples
 // counted); the new one joins its stage under the same id, downloads the state from the other
-// peer, and serves; the run finishes every step; no peer stepped alone.
+// peer, and serves; the run trains on to its deadline; no peer stepped alone.
 TEST(FaultMatrix, AWorkerRestartedWithTheSamePeerIdRejoins) {
   const auto dir = fresh_dir("fm-sameid");
-  const auto job = write_job(dir, job_body(2, 60));
+  // A deadline, not a step count (60 steps took 3.5 s after the kill on a quiet machine: about the
+  // time a new worker process needs to load and join).
+  const auto job = write_job(dir, job_body(2, 1000000));
   const std::string summary = dir + "/summary.json", logs = dir + "/logs";
   ::setenv("SWARM_JOB_SECRET", "fault-matrix-secret-0123456789", 1);
-  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress"}, dir + "/out.log");
+  pid_t launcher = start({"local", job, "--summary", summary, "--log-dir", logs, "--no-progress", "--max-seconds", "20"},
+                         dir + "/out.log");
   ASSERT_TRUE(wait_for_steps(logs + "/trainer0.json", 5, 180)) << read_text(dir + "/out.log");
   std::string url;
   for (const auto& p : read_json(logs + "/processes.json"))
@@ -348,7 +356,7 @@ TEST(FaultMatrix, AWorkerRestartedWithTheSamePeerIdRejoins) {
   wait_exit(again, 30);
   ASSERT_EQ(rc, 0) << read_text(dir + "/out.log") << read_text(dir + "/again.log");
   auto s = read_json(summary);
-  EXPECT_TRUE(s["finished"].get<bool>());
+  EXPECT_FALSE(s.contains("failure")) << s.dump();
   EXPECT_GE(num(s, "steps"), 60);
   EXPECT_EQ(num(s, "peers_lost"), 1) << s.dump();
   EXPECT_EQ(num(s, "unaveraged_steps"), 0) << s.dump();

@@ -8,6 +8,7 @@
 
 #include "tests/swarm/swarm_fixture.h"
 #include "worker/net/client.h"
+#include "worker/model/stage_compute.h"
 #include "worker/net/errors.h"
 #include "worker/swarm/protocol.h"
 #include "worker/swarm/tensor_wire.h"
@@ -237,6 +238,23 @@ TEST_F(WorkerProtocol, CompressedActivationsGiveTheSameLoss) {
 // A forward that waits in the queue past its caller's timeout is answered with an error instead of
 // being computed: computed, its activation would never get a backward and the step would wait the
 // backward timeout for it (a stall that fed itself after a peer was killed under load).
+// On the CPU an arriving float32 activation is computed on where the frame decoder put it: the
+// decoder reads the tensor's bytes straight into its WireTensor (worker/net/frame.cc), decode_float
+// wraps that memory, and StageCompute hands the same memory to the forward.
+TEST(WireToCompute, Float32ActivationsAreUsedInPlace) {
+  auto w = net::WireTensor::allocate(net::DType::Float32, {2, 4, 8});
+  for (int64_t i = 0; i < w.numel(); ++i) reinterpret_cast<float*>(w.data)[i] = static_cast<float>(i);
+  auto t = runtime::decode_float(w, "input");
+  EXPECT_EQ(t.data_ptr(), static_cast<void*>(w.data));
+  model::StageCompute compute(c10::Device(c10::kCPU), model::Precision::Float32);
+  auto on_device = compute.to_device(t);
+  EXPECT_EQ(on_device.data_ptr(), static_cast<void*>(w.data));
+  EXPECT_EQ(on_device[1][3][7].item<float>(), 63.0f);
+  // The tensor keeps the wire buffer alive after the message is gone.
+  w = net::WireTensor{};
+  EXPECT_EQ(on_device[0][0][5].item<float>(), 5.0f);
+}
+
 TEST(WorkerQueue, AForwardWhoseCallerGaveUpIsNotComputed) {
   torch::set_num_threads(1);
   auto spec = testing::tiny_job();  // globalBatch 16, microbatch 4

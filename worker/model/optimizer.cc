@@ -72,13 +72,21 @@ void StageOptimizer::step() {
   last_lr_ = lr;
 
   // Global gradient norm of the stage (one host sync).
-  std::vector<torch::Tensor> norms;
+  std::vector<torch::Tensor> grads;
   for (auto& p : params_) {
-    const auto& g = p.grad();
-    if (g.defined()) norms.push_back(g.detach().norm(2).to(torch::kFloat));
+    if (p.grad().defined()) grads.push_back(p.grad().detach());
   }
   double norm = 0.0;
-  if (!norms.empty()) norm = torch::stack(norms).norm(2).item<double>();
+  if (!grads.empty()) {
+#if TORCH_VERSION_MAJOR >= 2
+    auto norms = at::_foreach_norm(grads, 2);  // one kernel launch per dtype/device, not per tensor
+#else
+    std::vector<torch::Tensor> norms;
+    for (auto& g : grads) norms.push_back(g.norm(2));
+#endif
+    for (auto& n : norms) n = n.to(torch::kFloat);
+    norm = torch::stack(norms).norm(2).item<double>();
+  }
   last_grad_norm_ = norm;
   ++step_count_;
   if (!std::isfinite(norm)) {
@@ -91,6 +99,10 @@ void StageOptimizer::step() {
 
   ++moment_steps_;
   const double b1 = config_.beta1, b2 = config_.beta2;
+  if (config_.kind == OptimizerConfig::AdamW && fused_adamw_step(lr, clip_coef)) {
+    zero_grad();
+    return;
+  }
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(moment_steps_));
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(moment_steps_));
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -124,6 +136,52 @@ void StageOptimizer::step() {
     }
   }
   zero_grad();
+}
+
+bool StageOptimizer::fused_adamw_step(double lr, double clip_coef) {
+#if TORCH_VERSION_MAJOR >= 2
+  // libtorch's fused AdamW kernel (vectorized, one pass over each parameter, the same formula as the
+  // loop in step(): decoupled decay, then m / (sqrt(v) / sqrt(bc2) + eps) scaled by lr / bc1), for
+  // two groups: decayed and not. It needs every parameter with a gradient, all float32 on one
+  // device, moments alike; anything else takes the per-tensor loop.
+  std::vector<torch::Tensor> group_p[2], group_g[2], group_m[2], group_v[2];
+  const auto device = params_.empty() ? c10::Device(c10::kCPU) : params_[0].device();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i];
+    if (!p.grad().defined() || p.scalar_type() != torch::kFloat || p.device() != device ||
+        p.grad().scalar_type() != torch::kFloat || exp_avg_[i].scalar_type() != torch::kFloat ||
+        exp_avg_[i].device() != device || exp_avg_sq_[i].device() != device) {
+      return false;
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int g = decay_[i] && config_.weight_decay != 0.0 ? 1 : 0;
+    group_p[g].push_back(params_[i]);
+    group_g[g].push_back(params_[i].grad());
+    group_m[g].push_back(exp_avg_[i]);
+    group_v[g].push_back(exp_avg_sq_[i]);
+  }
+  if (clip_coef != 1.0) {
+    for (auto& grads : group_g) {
+      if (!grads.empty()) at::_foreach_mul_(grads, clip_coef);
+    }
+  }
+  // The step count the bias corrections use; the kernel reads it, Python's optimizer bumps it.
+  const auto step = torch::full({}, static_cast<double>(moment_steps_),
+                                torch::TensorOptions().dtype(torch::kFloat).device(device));
+  for (int g = 0; g < 2; ++g) {
+    if (group_p[g].empty()) continue;
+    const std::vector<torch::Tensor> steps(group_p[g].size(), step);
+    at::_fused_adamw_(group_p[g], group_g[g], group_m[g], group_v[g], /*max_exp_avg_sqs=*/{}, steps,
+                      lr, config_.beta1, config_.beta2, g == 1 ? config_.weight_decay : 0.0,
+                      config_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
+  return true;
+#else
+  (void)lr;
+  (void)clip_coef;
+  return false;  // libtorch 1.13 has no fused AdamW on the CPU
+#endif
 }
 
 }  // namespace swarm::model

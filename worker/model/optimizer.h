@@ -78,6 +78,10 @@ class StageOptimizer {
   void set_moment_steps(int64_t n) { moment_steps_ = n; }
 
  private:
+  // AdamW through libtorch's fused kernel (libtorch 2.x, every parameter with a float32 gradient
+  // on one device): clips by clip_coef and updates; false when it cannot (step() then loops).
+  bool fused_adamw_step(double lr, double clip_coef);
+
   OptimizerConfig config_;
   std::vector<std::string> names_;
   std::vector<at::Tensor> params_, exp_avg_, exp_avg_sq_;

@@ -51,24 +51,42 @@ uint64_t derive_seed(uint64_t seed, const std::string& name) {
 torch::Tensor causal_self_attention(const torch::Tensor& qkv, int64_t num_heads) {
   const int64_t B = qkv.size(0), T = qkv.size(1), H = qkv.size(2) / 3;
   const int64_t hd = H / num_heads;
-  // [B,T,3,nh,hd] -> [3,B,nh,T,hd]
-  auto parts = qkv.view({B, T, 3, num_heads, hd}).permute({2, 0, 3, 1, 4});
-  auto q = parts[0], k = parts[1], v = parts[2];
+  // [B,T,3H] -> three [B,nh,T,hd] views (no copies). unbind, not parts[i]: its backward is one
+  // stack into the qkv gradient, where three selects would each zero a qkv-sized gradient, copy
+  // their part in and add the three up.
+  auto parts = qkv.view({B, T, 3, num_heads, hd}).unbind(2);
+  auto q = parts[0].transpose(1, 2), k = parts[1].transpose(1, 2), v = parts[2].transpose(1, 2);
 #if TORCH_VERSION_MAJOR >= 2
-  // On CUDA, the fused kernel (flash / memory-efficient attention): same function, no T x T
-  // tensors in memory. The CPU keeps the explicit form below, so CPU numerics never change.
-  if (qkv.is_cuda()) {
-    auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-    return y.transpose(1, 2).reshape({B, T, H});
+  // libtorch 2.x: the fused kernel on every device (flash attention on the CPU too: blockwise
+  // online softmax, no T x T score, mask or probability tensors, and the masked half skipped).
+  // Same function as the explicit form below up to float rounding.
+  if (qkv.is_cpu() && qkv.scalar_type() != torch::kFloat) {
+    // bf16/fp16 autocast on the CPU: the flash kernel's reduced-precision backward is slow there
+    // (measured with libtorch 2.11: 25 ms of a 48 ms bf16 stage step, 3x its float32 time), so the
+    // attention core runs in float32, outside autocast, and returns in the input's dtype.
+    c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+    auto y = at::scaled_dot_product_attention(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat),
+                                              {}, 0.0, /*is_causal=*/true);
+    return y.to(qkv.scalar_type()).transpose(1, 2).reshape({B, T, H});
   }
+  auto y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+  return y.transpose(1, 2).reshape({B, T, H});
+#else
+  // libtorch 1.13 (Debian's, -DSWARM_TORCH_CMAKE_PREFIX= builds) has no fused attention.
+  return explicit_causal_attention(q, k, v);
 #endif
+}
+
+torch::Tensor explicit_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v) {
+  const int64_t B = q.size(0), nh = q.size(1), T = q.size(2), hd = q.size(3);
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(qkv.device()))
+  auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(q.device()))
                     .triu(1);
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto att = torch::softmax(scores, -1);
   auto y = torch::matmul(att, v);  // [B,nh,T,hd]
-  return y.transpose(1, 2).reshape({B, T, H});
+  return y.transpose(1, 2).reshape({B, T, nh * hd});
 }
 
 // ---- EmbeddingLayer ----

@@ -24,7 +24,13 @@ uint64_t derive_seed(uint64_t seed, const std::string& name);
 
 // Causal multi-head self-attention core. qkv: [B,T,3H] (fused projection output).
 // Returns [B,T,H] (before the output projection). Position t attends to positions <= t.
+// libtorch 2.x: fused scaled_dot_product_attention (causal); 1.13: explicit_causal_attention.
 torch::Tensor causal_self_attention(const torch::Tensor& qkv, int64_t num_heads);
+
+// The unfused form: softmax(q k^T / sqrt(d) + causal mask) v with the T x T tensors materialized.
+// q, k, v: [B,nh,T,hd]; returns [B,T,nh*hd]. The reference the fused path is tested against.
+torch::Tensor explicit_causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v);
 
 // Token embedding [V,H] + learned position embedding [S,H]. int64 ids [B,T] -> [B,T,H].
 class EmbeddingLayer : public torch::nn::Module {

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <thread>
 
+#include "common/cpu_cores.h"
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
 #include "worker/model/device.h"
@@ -138,7 +138,7 @@ void thin_loss_curve(TrainerReport& report) {
 TrainerReport run_single_process(const JobSpec& spec, const BaselineOptions& options,
                                  const std::atomic<bool>& stop) {
   const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                                          : usable_cores();
   torch::set_num_threads(threads);
   const int64_t max_steps = options.max_steps > 0 ? options.max_steps : spec.training.max_steps;
   SingleProcess run(spec, options);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/cpu_cores.h"
 #include "common/job_spec.h"
 #include "common/subprocess.h"
 #include "registry/registry_client.h"
@@ -165,7 +166,7 @@ void LocalRun::plan_processes() {
                             : o_.log_dir;
   fs::create_directories(dir_);
   ensure_secret();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cores();
   total_workers_ = static_cast<int>(spec_.pipeline.stages * spec_.workers.per_stage);
   if (!o_.workers_per_stage.empty()) {
     total_workers_ = 0;
@@ -264,8 +265,7 @@ bool LocalRun::restart_registry(const std::string& how) {
 std::optional<std::string> LocalRun::restart_exited_registry() {
   for (size_t i = 0; i < children_.size(); ++i) {
     if (children_[i].role != "registry" || !children_[i].exited() || children_[i].replaced) continue;
-    // `children_` grows: no reference into it
-    const int status = children_[i].proc.status();
+    const int status = children_[i].proc.status();  // `children_` grows: no reference into it
     const std::string log = children_[i].log;
     children_[i].replaced = true;
     if (!restart_registry(describe_exit(status)))

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/cpu_cores.h"
 #include "planner/rebalance.h"
 #include "worker/model/device.h"
 #include "worker/model/precision.h"
@@ -55,7 +56,9 @@ void StageServer::start() {
   const double t_start = now_seconds();
   spdlog::info("worker {}: starting", I.opt.peer_id);
   const auto& spec = I.opt.spec;
-  torch::set_num_threads(std::max(1, I.opt.threads));
+  I.opt.threads = I.opt.threads > 0 ? I.opt.threads : usable_cores();
+  torch::set_num_threads(I.opt.threads);
+  spdlog::info("worker {}: {} torch threads", I.opt.peer_id, I.opt.threads);
   I.device = model::pick_device(spec.workers.device);
   {
     model::StageComputeOptions co;
@@ -389,7 +392,7 @@ void StageServer::Impl::expire_queued_forwards() {
 }
 
 void StageServer::Impl::compute_loop() {
-  torch::set_num_threads(std::max(1, opt.threads));
+  torch::set_num_threads(std::max(1, opt.threads));  // per thread under OpenMP: the compute thread's own
   while (true) {
     std::shared_ptr<Task> task;
     {

@@ -29,7 +29,7 @@ struct WorkerOptions {
   // The job's previous secret during a rotation (environment variable <spec.secret.env>_PREVIOUS):
   // accepted for restoring checkpoints written before it, never on the data plane.
   std::string previous_secret;
-  int threads = 1;                 // torch intra-op threads
+  int threads = 0;                 // torch intra-op threads; 0 = the cores given (common/cpu_cores.h)
   int max_activations = 256;       // forwards kept for their backward; beyond it the oldest go
   double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer
   bool force_loss_scaling = false; // tests: fp16 loss scaling even where fp16 computes in fp32 (CPU)
