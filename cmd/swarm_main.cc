@@ -70,7 +70,8 @@ struct LocalCommand {
     cmd->add_option("--summary", local.summary_path, "write the run's summary JSON here");
     cmd->add_option("--baseline", local.baseline,
                     "train a reference instead: single-process (one process, no network), or gpipe (the same "
-                    "processes, one fixed worker per stage, a synchronous GPipe schedule, no failover)")
+                    "processes, a synchronous GPipe schedule, no failover; with N workers per stage, N "
+                    "pipelines of fixed workers, one trainer each, the stages' workers averaging)")
         ->check(CLI::IsMember({"single-process", "gpipe"}));
     cmd->add_option("--log-dir", local.log_dir, "folder for the child processes' logs");
     cmd->add_option("--threads", local.threads_per_worker, "torch threads per worker (default: cores given / workers; cores given = CPU affinity capped by the cgroup CPU limit)");
@@ -168,6 +169,8 @@ struct WorkerCommand {
     cmd->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
     cmd->add_option("--checkpoint-every", checkpoint_every, "overrides spec.checkpoint.everySteps")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--report", worker.report_path,
+                    "JSON file written on exit: the events this worker counted, and any the registry never took");
   }
 
   // --stage: auto (-1) or an index.
@@ -233,7 +236,14 @@ struct TrainerCommand {
         ->capture_default_str();
     cmd->add_flag("--gpipe", trainer.gpipe,
                   "the synchronous baseline: each step's microbatches all in flight, a flush before the next step, "
-                  "no failover (run with one worker per stage)");
+                  "no failover (run with one worker per stage, or pin this trainer's with --gpipe-peers)");
+    cmd->add_option("--gpipe-peers", trainer.gpipe_peers,
+                    "with --gpipe: the worker of each stage this trainer's pipeline uses (one peer id per stage, "
+                    "in stage order): data-parallel GPipe, one trainer per pipeline")
+        ->delimiter(',');
+    cmd->add_option("--gpipe-pipelines", trainer.gpipe_pipelines,
+                    "with --gpipe: how many pipelines share the global batch (each sends its share a step)")
+        ->check(CLI::Range(1, 1024))->capture_default_str();
   }
 
   int run() {
@@ -264,6 +274,7 @@ struct TrainerCommand {
 // swarm registry
 struct RegistryCommand {
   std::string host = "127.0.0.1", job;
+  bool no_rebalancing = false;
   int port = 7400;
   swarm::registry::RegistryOptions options;
   CLI::App* cmd = nullptr;
@@ -278,6 +289,9 @@ struct RegistryCommand {
                     "SwarmJob YAML file: enables rebalancing per spec.rebalancing; its spec.secret names the "
                     "variable holding the job secret (without --job: SWARM_JOB_SECRET)")
         ->check(CLI::ExistingFile);
+    cmd->add_flag("--no-rebalancing", no_rebalancing,
+                  "never move peers between stages, whatever spec.rebalancing says (the gpipe baseline: its "
+                  "pipelines are fixed)");
   }
 
   // --job: the stage count, and rebalancing per spec.rebalancing. With or without it, the job
@@ -291,7 +305,7 @@ struct RegistryCommand {
     const auto spec = swarm::load_job_spec(job);
     options.secret = swarm::resolve_secret(spec.secret);
     options.num_stages = static_cast<int>(spec.pipeline.stages);
-    if (!spec.rebalancing.enabled) return;
+    if (!spec.rebalancing.enabled || no_rebalancing) return;
     swarm::planner::RebalanceOptions ro;
     ro.period_seconds = spec.rebalancing.period_seconds;
     ro.min_peers_per_stage = static_cast<int>(spec.rebalancing.min_peers_per_stage);

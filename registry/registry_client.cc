@@ -229,6 +229,11 @@ void RegistryClient::add_event(const std::string& kind, int64_t count) {
   impl_->checked(methods::POST, "/v1/events", &body);
 }
 
+void RegistryClient::add_event(const LedgerEntry& entry, const std::string& peer_id) {
+  json body{{"kind", entry.kind}, {"count", entry.count}, {"peerId", peer_id}, {"seq", entry.seq}};
+  impl_->checked(methods::POST, "/v1/events", &body);
+}
+
 json RegistryClient::stats() {
   Reply r = impl_->checked(methods::GET, "/v1/stats", nullptr);
   return impl_->decoded(methods::GET, "/v1/stats", r, [](const json& j) { return j; });

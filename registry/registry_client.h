@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "registry/discovery.h"
+#include "registry/event_ledger.h"
 
 namespace swarm::registry {
 
@@ -66,6 +67,9 @@ class RegistryClient : public Discovery, public StepCoordinator {
 
   // Counts `count` occurrences of `kind` (e.g. "checkpoint_restores") in the registry's stats.
   void add_event(const std::string& kind, int64_t count);
+  // The same for an EventLedger's entry of `peer_id`: a resend of one the registry applied
+  // already is not counted again (the registry keeps each peer's highest sequence).
+  void add_event(const LedgerEntry& entry, const std::string& peer_id);
   // GET /v1/stats: {"rebalanceMoves", "events": {kind: count}, "assignments": {peer: stage},
   // "stageSteps": {stage: newest step}, "failure": {...} (absent while healthy)}.
   nlohmann::json stats();

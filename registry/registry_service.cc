@@ -407,9 +407,24 @@ HttpReply RegistryService::post_event(const Request& req) {
     throw BadField("kind", "must be 1-64 characters of [a-z0-9_]",
                    j.contains("kind") ? wire::describe(j.at("kind")) : "nothing");
   const int64_t count = wire::get_int(j, "count", 0, kMaxI64);
+  const bool sequenced = j.contains("seq");
+  const std::string peer = sequenced ? wire::get_peer_id(j, "peerId") : "";
+  const int64_t seq = sequenced ? wire::get_int(j, "seq", 1, kMaxI64) : 0;
   swarm::MutexLock lock(mu_);
+  if (sequenced) {
+    auto [it, fresh] = event_seq_.emplace(peer, 0);
+    if (fresh) {
+      event_seq_order_.push_back(peer);
+      if (event_seq_order_.size() > kMaxEventPeers) {
+        event_seq_.erase(event_seq_order_.front());
+        event_seq_order_.pop_front();
+      }
+    }
+    if (seq <= it->second) return reply(200, json{{"duplicate", true}});
+    it->second = seq;
+  }
   count_event_locked(j.at("kind").get<std::string>(), count);
-  return reply(200, json::object());
+  return reply(200, json{{"duplicate", false}});
 }
 
 HttpReply RegistryService::post_failure(const Request& req) {

@@ -25,8 +25,12 @@
 //                                                  a member of a group it saw Ready re-tells it while
 //                                                  it averages: a registry restarted since then adopts
 //                                                  it (planner/step_book.h, Restarts)
-//   POST   /v1/events                              {"kind","count"}  -> {} (counts what peers report:
-//                                                  checkpoint restores, lost samples, hand-offs...)
+//   POST   /v1/events                              {"kind","count"[,"peerId","seq"]} -> {"duplicate":
+//                                                  bool} (counts what peers report: checkpoint restores,
+//                                                  lost samples, hand-offs...). With peerId and seq (a
+//                                                  peer's EventLedger, registry/event_ledger.h) a seq at
+//                                                  or below the peer's highest applied is a resend of
+//                                                  one counted already: not counted again
 //   POST   /v1/failure                             {"reason","stage","step","message"} -> {"failure": the
 //                                                  job's failure}: a worker says the job cannot go on
 //                                                  (reason "StageReset": its stage came back with neither
@@ -73,6 +77,7 @@
 #include <utility>
 #include <vector>
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -215,6 +220,12 @@ class RegistryService {
   std::map<std::string, std::pair<int, int64_t>> last_progress_ GUARDED_BY(mu_);  // peer -> (stage, step) it last reported
   // peer -> (stage, step, samples) counted lost when it expired
   std::map<std::string, std::tuple<int, int64_t, int64_t>> counted_lost_ GUARDED_BY(mu_);
+  // Per peer, the highest event sequence applied (POST /v1/events with a seq). At most
+  // kMaxEventPeers peers are remembered; beyond it the oldest entry goes (a peer that quiet for
+  // that long has long stopped resending).
+  static constexpr size_t kMaxEventPeers = 65536;
+  std::map<std::string, int64_t> event_seq_ GUARDED_BY(mu_);
+  std::deque<std::string> event_seq_order_ GUARDED_BY(mu_);
   double refusal_logged_at_ GUARDED_BY(mu_) = -1e18;  // when a refusal was last logged (now())
   int64_t refusals_unlogged_ GUARDED_BY(mu_) = 0;     // refusals since, not logged
 };

@@ -85,13 +85,17 @@ std::string error_of(const RawReply& r) {
 
 class RegistryServerTest : public ::testing::Test {
  protected:
-  void start(double expiry = 30) {
-    server_ = std::make_unique<RegistryServer>("127.0.0.1", 0, RegistryOptions{expiry, {}});
+  // `fake_clock`: the registry reads time from now_ (set by the test) instead of the steady clock.
+  void start(double expiry = 30, bool fake_clock = false) {
+    std::function<double()> clock;
+    if (fake_clock) clock = [this] { return now_.load(); };
+    server_ = std::make_unique<RegistryServer>("127.0.0.1", 0, RegistryOptions{expiry, clock});
     server_->start();
     ASSERT_GT(server_->port(), 0);
     client_ = std::make_unique<RegistryClient>(server_->url(), 5000ms, "");
   }
 
+  std::atomic<double> now_{1000.0};  // read by the server's threads
   std::unique_ptr<RegistryServer> server_;
   std::unique_ptr<RegistryClient> client_;
 };
@@ -146,16 +150,20 @@ TEST_F(RegistryServerTest, AnnounceListFilterWithdraw) {
 }
 
 TEST_F(RegistryServerTest, RecordsExpireWithoutHeartbeats) {
-  start(0.5);
+  // On the registry's injected clock: how late a request is served (a loaded machine) changes
+  // nothing.
+  start(0.5, /*fake_clock=*/true);
   client_->announce(worker_record("a", 0));
   client_->announce(worker_record("b", 0));
-  std::this_thread::sleep_for(300ms);
+  now_ = now_ + 0.3;
   client_->announce(worker_record("b", 0));  // heartbeat
-  std::this_thread::sleep_for(350ms);
+  now_ = now_ + 0.35;                         // a: 0.65 s silent; b: 0.35 s
   auto live = client_->peers();
   ASSERT_EQ(live.size(), 1u);
   EXPECT_EQ(live[0].peer_id, "b");
-  std::this_thread::sleep_for(600ms);
+  now_ = now_ + 0.1;  // b: 0.45 s, still live
+  EXPECT_EQ(client_->peers().size(), 1u);
+  now_ = now_ + 0.1;  // b: 0.55 s
   EXPECT_TRUE(client_->peers().empty());
 }
 

@@ -40,6 +40,23 @@ class ServiceTest : public ::testing::Test {
   RegistryService svc_;
 };
 
+// A peer's event ledger resends an entry whose reply it did not get: the registry counts each
+// sequence number of a peer once, and a plain (unsequenced) event as before.
+TEST_F(ServiceTest, ASequencedEventIsCountedOnceHoweverOftenItIsSent) {
+  auto count = [&] { return call("GET", "/v1/stats")["events"].value("resyncs", 0); };
+  EXPECT_FALSE(call("POST", "/v1/events", R"({"kind":"resyncs","count":2,"peerId":"w0","seq":1})")["duplicate"]);
+  EXPECT_TRUE(call("POST", "/v1/events", R"({"kind":"resyncs","count":2,"peerId":"w0","seq":1})")["duplicate"]);
+  EXPECT_EQ(count(), 2);
+  call("POST", "/v1/events", R"({"kind":"resyncs","count":3,"peerId":"w0","seq":2})");
+  call("POST", "/v1/events", R"({"kind":"resyncs","count":5,"peerId":"w1","seq":1})");  // another peer's own numbers
+  call("POST", "/v1/events", R"({"kind":"resyncs","count":7})");
+  EXPECT_EQ(count(), 2 + 3 + 5 + 7);
+  EXPECT_NE(error("POST", "/v1/events", R"({"kind":"resyncs","count":1,"peerId":"w0","seq":0})").find("seq"),
+            std::string::npos);
+  EXPECT_NE(error("POST", "/v1/events", R"({"kind":"resyncs","count":1,"seq":3})").find("peerId"), std::string::npos);
+  EXPECT_EQ(count(), 17);
+}
+
 TEST_F(ServiceTest, PeersRoundTripWithDefaultsAndExpiry) {
   json put = call("PUT", "/v1/peers/w-1",
                   R"({"role":"worker","stage":1,"host":"h","port":9,"metricsPort":10,

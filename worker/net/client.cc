@@ -69,7 +69,14 @@ struct Client::Impl {
     Clock::time_point deadline = Clock::now() + timeout;
     req.request_id = next_id.fetch_add(1, std::memory_order_relaxed);
     OutFrame frame = prepare_frame(req);  // WireError here: the caller's message is bad
-    std::unique_ptr<Connection> c = acquire(deadline);
+    std::unique_ptr<Connection> c;
+    try {
+      c = acquire(deadline);
+    } catch (const RemoteError&) {
+      throw;  // the server refused the connection (busy): it answered, it did not act
+    } catch (const NetError& e) {
+      throw e.unsent();
+    }
     c->set_deadline(deadline);
     try {
       c->send(frame, req);
@@ -137,10 +144,12 @@ Message Client::call(Message request, std::chrono::milliseconds timeout) {
     if (detail.compare(0, e.endpoint().size() + 2, e.endpoint() + ": ") == 0) {
       detail = detail.substr(e.endpoint().size() + 2);
     }
-    throw NetError(impl_->endpoint,
-                   "call of type " + std::to_string(type) + " timed out after " +
-                       std::to_string(timeout.count()) + " ms (" + detail + ")",
-                   true);
+    NetError timed_out(impl_->endpoint,
+                       "call of type " + std::to_string(type) + " timed out after " +
+                           std::to_string(timeout.count()) + " ms (" + detail + ")",
+                       true);
+    if (!e.request_sent()) throw timed_out.unsent();
+    throw timed_out;
   } catch (...) {
     impl_->failures.fetch_add(1, std::memory_order_relaxed);
     throw;

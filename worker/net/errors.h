@@ -60,10 +60,21 @@ class NetError : public std::runtime_error {
 
   const std::string& endpoint() const noexcept { return endpoint_; }
   bool timed_out() const noexcept { return timed_out_; }
+  // False when the call failed before its request left (connect, handshake): the peer cannot have
+  // acted on it, so the caller may send it elsewhere without doing it twice. True otherwise, also
+  // when unsure (the request may have been acted on though no answer came).
+  bool request_sent() const noexcept { return request_sent_; }
+  // The same error, marked as failed before the request left.
+  NetError unsent() const {
+    NetError e(*this);
+    e.request_sent_ = false;
+    return e;
+  }
 
  private:
   std::string endpoint_;
   bool timed_out_;
+  bool request_sent_ = true;
 };
 
 class RemoteError : public NetError {

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -43,7 +44,8 @@ struct Child {
   int stage = -1;
   std::string log;    // relative to the log folder until started
   Subprocess proc;
-  bool withdrawn = false;  // removed from discovery after it exited
+  bool withdrawn = false;  // removed from discovery after it exited (the registry answered)
+  double withdraw_retry_at = 0;  // a withdraw the registry did not answer is tried again from then
   bool replaced = false;   // a registry that exited and was started again
   bool exited() const { return !proc.running(); }
 };
@@ -138,8 +140,11 @@ class LocalRun {
   std::vector<Child> children_;
   std::unique_ptr<registry::RegistryClient> registry_;
   std::vector<std::string> reports_;
+  std::vector<std::string> worker_reports_;  // written by each worker as it stops
   int joiners_ = 0;
   int registry_restarts_ = 0;
+  int64_t preemptions_reported_ = 0;  // what the registry has counted of preemptions_ so far
+  double preemptions_retry_at_ = 0;
   // The supervision loop's state.
   std::unique_ptr<PreemptionSchedule> preemptions_;
   double last_show_ = 0, last_census_ = 0, last_failure_check_ = 0;
@@ -226,9 +231,11 @@ int LocalRun::fail(const std::string& why) {
 }
 
 void LocalRun::start_registry() {
-  start({"registry", "registry", "registry", -1, "registry.log", {}},
-        {"registry", "--host", o_.registry_host, "--port", std::to_string(registry_port_), "--peer-expiry",
-         std::to_string(spec_.timeouts.peer_expiry_seconds), "--job", o_.job_path});
+  std::vector<std::string> args = {"registry", "--host", o_.registry_host, "--port", std::to_string(registry_port_),
+                                   "--peer-expiry", std::to_string(spec_.timeouts.peer_expiry_seconds), "--job",
+                                   o_.job_path};
+  if (o_.baseline == "gpipe") args.push_back("--no-rebalancing");  // its pipelines are fixed
+  start({"registry", "registry", "registry", -1, "registry.log", {}}, args);
 }
 
 // Waits for the newest registry process to answer; false if it exited or did not in time.
@@ -290,6 +297,10 @@ void LocalRun::start_worker(const std::string& id, int s) {
                                    std::to_string(threads_), "--drain-seconds", std::to_string(drain_seconds_)};
   if (!checkpoint_dir_.empty()) args.insert(args.end(), {"--checkpoint-dir", checkpoint_dir_});
   if (checkpoint_every_ > 0) args.insert(args.end(), {"--checkpoint-every", std::to_string(checkpoint_every_)});
+  const std::string report = dir_ + "/" + id + ".worker.json";
+  if (std::find(worker_reports_.begin(), worker_reports_.end(), report) == worker_reports_.end())
+    worker_reports_.push_back(report);
+  args.insert(args.end(), {"--report", report});
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
   start({"worker " + id, "worker", id, s, id + ".log", {}}, args);
@@ -303,15 +314,22 @@ void LocalRun::start_workers() {
 }
 
 void LocalRun::start_trainers() {
-  const bool gpipe = o_.baseline == "gpipe";  // one trainer drives the synchronous schedule
-  for (int t = 0; t < (gpipe ? 1 : spec_.trainers.count); ++t) {
+  // GPipe: one trainer per pipeline, pipeline t of worker t of every stage (data parallel).
+  const bool gpipe = o_.baseline == "gpipe";
+  const int pipelines = gpipe ? o_.workers_per_stage.at(0) : 1;  // run_local sets them, all equal
+  for (int t = 0; t < (gpipe ? pipelines : spec_.trainers.count); ++t) {
     const std::string id = "trainer" + std::to_string(t);
     reports_.push_back(dir_ + "/" + id + ".json");
     std::vector<std::string> args = {"trainer", "--job", o_.job_path, "--index", std::to_string(t), "--peer-id", id,
                                      "--registry", registry_url_, "--report", reports_.back(), "--steps",
                                      std::to_string(max_steps_)};
     if (o_.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o_.max_seconds)});
-    if (gpipe) args.push_back("--gpipe");
+    if (gpipe) {
+      std::string peers;
+      for (int st = 0; st < spec_.pipeline.stages; ++st)
+        peers += (st ? "," : "") + std::string("stage") + std::to_string(st) + "-w" + std::to_string(t);
+      args.insert(args.end(), {"--gpipe", "--gpipe-peers", peers, "--gpipe-pipelines", std::to_string(pipelines)});
+    }
     start({"trainer " + id, "trainer", id, -1, id + ".log", {}}, args);
   }
 }
@@ -403,14 +421,19 @@ std::optional<int> LocalRun::supervise() {
 
 // A worker process that died is gone now: tell discovery at once instead of letting its record
 // expire (the operator does the same on pod deletion), so joiners see the empty slot.
+// A call the registry did not answer (restarting, loaded) is tried again every half second, until
+// it lands: a dead worker left in discovery holds its slot until its record expires, and what it
+// held would be counted late.
 void LocalRun::withdraw_dead_workers() {
+  const double now = now_seconds();
   for (auto& c : children_) {
-    if (c.role == "worker" && c.exited() && !c.withdrawn) {
+    if (c.role != "worker" || !c.exited() || c.withdrawn || now < c.withdraw_retry_at) continue;
+    try {
+      registry_->withdraw(c.name.substr(std::string("worker ").size()), /*settled=*/false);
       c.withdrawn = true;
-      try {
-        registry_->withdraw(c.name.substr(std::string("worker ").size()), /*settled=*/false);
-      } catch (const std::exception&) {
-      }
+    } catch (const std::exception& e) {
+      spdlog::warn("could not withdraw {} from discovery (trying again): {}", c.name, e.what());
+      c.withdraw_retry_at = now + 0.5;
     }
   }
 }
@@ -420,12 +443,16 @@ void LocalRun::preempt() {
   std::vector<std::string> alive;
   for (auto& c : children_)
     if (c.role == "worker" && !c.exited()) alive.push_back(c.name);
-  const int64_t before = preemptions_->preemptions();
   const auto actions = preemptions_->due(now_seconds(), alive);
-  if (preemptions_->preemptions() > before) {
+  // Counted in the registry until it lands (a failed call is tried again half a second later).
+  const int64_t unreported = preemptions_->preemptions() - preemptions_reported_;
+  if (unreported > 0 && now_seconds() >= preemptions_retry_at_) {
     try {
-      registry_->add_event("preemptions", preemptions_->preemptions() - before);
-    } catch (const std::exception&) {
+      registry_->add_event("preemptions", unreported);
+      preemptions_reported_ += unreported;
+    } catch (const std::exception& e) {
+      spdlog::warn("could not count {} preemptions in the registry (trying again): {}", unreported, e.what());
+      preemptions_retry_at_ = now_seconds() + 0.5;
     }
   }
   for (const auto& a : actions) {
@@ -541,8 +568,16 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
-                        "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures"})
+                        "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures",
+                        "stale_handoffs_taken", "stale_handoff_samples"})
     summary[k] = events.value(k, int64_t{0});
+  // What the workers counted themselves beside what the registry heard (they differ by the counts
+  // of workers killed outright, and by any the registry never acknowledged: events_unacknowledged).
+  std::vector<nlohmann::json> worker_reports;
+  for (const auto& p : worker_reports_) worker_reports.push_back(read_json(p));
+  const auto own = sum_worker_events(worker_reports);
+  summary["worker_events"] = own["events"];
+  summary["events_unacknowledged"] = own["events_unacknowledged"];
   if (stats.is_object() && stats.contains("failure")) failure_ = stats["failure"];
   if (!failure_.is_null()) summary["failure"] = failure_;
   return summary;
@@ -587,9 +622,22 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
   const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
   const double started = now_seconds();
   if (o.baseline == "single-process") return run_local_baseline(o, spec, max_steps, started, stop);
-  if (o.baseline == "gpipe") {  // the same processes, one fixed worker per stage, the GPipe schedule
+  if (o.baseline == "gpipe") {
+    // The same processes and the GPipe schedule: N workers a stage (--workers-per-stage, all
+    // equal, else spec.workers.perStage) make N pipelines of fixed workers, one trainer each.
     LocalOptions g = o;
-    g.workers_per_stage.assign(static_cast<size_t>(spec.pipeline.stages), 1);
+    const int64_t n = o.workers_per_stage.empty() ? spec.workers.per_stage : o.workers_per_stage[0];
+    std::string counts;
+    for (int w : o.workers_per_stage) counts += (counts.empty() ? "" : ",") + std::to_string(w);
+    for (int w : o.workers_per_stage)
+      if (w != n)
+        throw std::invalid_argument("--baseline gpipe: --workers-per-stage must be equal (one pipeline per worker "
+                                    "of a stage), got " + counts);
+    const int64_t micro = spec.training.global_batch / spec.training.microbatch;
+    if (micro % n != 0)
+      throw std::invalid_argument("--baseline gpipe: " + std::to_string(n) + " pipelines must share the global " +
+                                  "batch's " + std::to_string(micro) + " microbatches evenly");
+    g.workers_per_stage.assign(static_cast<size_t>(spec.pipeline.stages), static_cast<int>(n));
     return LocalRun(g, spec, stop, max_steps, started).run();
   }
   if (!o.baseline.empty())

@@ -27,6 +27,19 @@ nlohmann::json read_json(const std::string& path) {
   return j.is_discarded() ? nullptr : j;
 }
 
+nlohmann::json sum_worker_events(const std::vector<nlohmann::json>& worker_reports) {
+  nlohmann::json out{{"events", nlohmann::json::object()}, {"events_unacknowledged", nlohmann::json::object()}};
+  for (const auto& r : worker_reports) {
+    if (!r.is_object()) continue;
+    for (const char* part : {"events", "events_unacknowledged"}) {
+      if (!r.contains(part) || !r[part].is_object()) continue;
+      for (const auto& [kind, n] : r[part].items())
+        if (n.is_number_integer()) out[part][kind] = out[part].value(kind, int64_t{0}) + n.get<int64_t>();
+    }
+  }
+  return out;
+}
+
 // Sums or averages the trainers' reports into one.
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
   nlohmann::json m = {{"steps", 0}, {"samples", 0}, {"samples_per_second", 0.0}, {"loss_first", 0.0},

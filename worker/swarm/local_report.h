@@ -21,6 +21,11 @@ nlohmann::json read_json(const std::string& path);
 // averaged; finished: all of them).
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports);
 
+// The workers' own counts, from their report files (StageServer's write_report): {"events":
+// {kind: sum}, "events_unacknowledged": {kind: sum}} over the reports that are JSON objects. A
+// worker killed outright writes none, so these are what the workers that stopped counted.
+nlohmann::json sum_worker_events(const std::vector<nlohmann::json>& worker_reports);
+
 // The progress line of a report: redrawn in place on a terminal, one line per call otherwise.
 void show(const nlohmann::json& report, int64_t max_steps, bool tty, bool final_line);
 

@@ -63,6 +63,10 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                        .Help("Times this worker found its stage without state (no live peer, no checkpoint) "
                              "after the job had trained: the job stops")
                        .Register(*registry_).Add(base_);
+  events_ = &BuildCounter().Name("swarm_worker_events_total")
+                 .Help("Events this worker counted itself, by kind (resyncs, handoffs, stale_handoffs_taken, "
+                       "unaveraged_steps, samples_lost, ...): the same counts the registry sums over the job")
+                 .Register(*registry_);
   staging_allocations_ = &BuildCounter().Name("swarm_staging_buffer_allocations_total")
                               .Help("Host staging buffers allocated (pinned on CUDA); flat once warm")
                               .Register(*registry_).Add(base_);
@@ -203,6 +207,13 @@ void Metrics::add_data_wait(double seconds) {
 void Metrics::set_optimizer_step(int stage, double step) { gauge(*step_, stage).Set(step); }
 void Metrics::set_peers(int stage, double n) { gauge(*peers_, stage).Set(n); }
 void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(lr); }
+
+void Metrics::add_event(const std::string& kind, int64_t count) {
+  if (count <= 0) return;
+  auto labels = base_;
+  labels["kind"] = kind;
+  events_->Add(labels).Increment(static_cast<double>(count));
+}
 
 void Metrics::add_stage_reset() { stage_resets_->Increment(); }
 

@@ -47,6 +47,8 @@ class Metrics {
   void set_learning_rate(int stage, double lr);
   // This worker found its stage without state after the job trained (swarm_stage_reset_total).
   void add_stage_reset();
+  // An event this worker counted (as it reports to the registry): swarm_worker_events_total{kind}.
+  void add_event(const std::string& kind, int64_t count);
   // A trainer drew a microbatch from its dataset in `seconds` (swarm_data_wait_seconds_total and
   // the per-microbatch histogram swarm_data_wait_seconds).
   void add_data_wait(double seconds);
@@ -77,6 +79,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>* latency_ = nullptr;
   prometheus::Family<prometheus::Counter>* retries_ = nullptr;
   prometheus::Family<prometheus::Counter>* failures_ = nullptr;
+  prometheus::Family<prometheus::Counter>* events_ = nullptr;
   prometheus::Family<prometheus::Gauge>* queue_ = nullptr;
   prometheus::Counter* sent_ = nullptr;
   prometheus::Counter* received_ = nullptr;

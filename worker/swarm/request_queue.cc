@@ -11,8 +11,7 @@ namespace {
 
 // Requests that complete work the peer already holds (or ask for its state): never held back.
 bool completes_work(const Task& t) {
-  return t.request.type == net::Backward || t.request.type == net::StateRequest ||
-         t.request.type == kGradientHandoff;
+  return t.request.type == net::Backward || t.request.type == net::StateRequest;
 }
 
 bool is_eval(const Task& t) { return meta_bool(t.meta, "eval", false); }

@@ -47,7 +47,7 @@ class RequestQueue {
 
   // Whether take() would hand out a task now.
   bool has_eligible(bool leaving, bool admission_open) const EXCLUDES(mu_);
-  // The next task to run, or null. Backwards (and state requests, gradient hand-offs) come first:
+  // The next task to run, or null. Backwards (and state requests) come first:
   // they complete a microbatch and free its activations. A leaving peer then takes any task (its
   // forwards are answered with an error at once, so trainers retry elsewhere); otherwise eval
   // forwards, then new forwards only while `admission_open`. `*held` is set when the closed

@@ -73,7 +73,7 @@ bool StageServer::Impl::step_due_locked() const {
   // With no activations left, activations.samples() is 0: admitted work is done work.
   const bool reached =
       target_latched || others_samples + samples_done + activations.samples() >= target_samples;
-  return reached && activations.empty();
+  return reached && activations.empty() && !handoff_now;
 }
 
 void StageServer::Impl::progress_loop() {
@@ -126,10 +126,13 @@ void StageServer::Impl::progress_loop() {
 void StageServer::Impl::finish_step() {
   const double started = now_seconds();
   const int64_t r = step.load();
+  fold_handoffs();
   int64_t samples;
   {
     swarm::MutexLock lk(mu);
-    samples = samples_done;
+    // A hand-off taken since the fold is in samples_done, not yet in the gradients: it goes into
+    // the next step (advance_step keeps its samples).
+    samples = samples_done - pending_handoff_samples_locked();
   }
   bool leaving_now;
   {
@@ -146,6 +149,9 @@ void StageServer::Impl::finish_step() {
   bool writer = false;
   const StepEnd end = average_step(r, leaving_now, flat, samples, members, writer);
   if (end == StepEnd::Abandoned) return;
+  // A leaving peer never steps alone: its update would leave with it; its gradient is handed off.
+  if (end == StepEnd::Unaveraged && hand_off_instead("no averaging group formed for step " + std::to_string(r)))
+    return;
   if (end == StepEnd::Unaveraged) {
     // No group could be formed (coordinator unreachable): step on the local gradients rather than
     // stall the pipeline; the heartbeat's behind-check re-syncs this peer if the others moved on.
@@ -186,7 +192,10 @@ StageServer::Impl::StepEnd StageServer::Impl::average_step(int64_t r, bool leavi
       held_group.reset();
     }
     if (outcome == StepOutcome::Closed) {
-      // The stage averaged this step without us (we were late): our gradient is stale now.
+      // The stage averaged this step without us (we were late): our gradient is stale now. A peer
+      // that stays re-syncs (dropping it, counted); a leaving one hands it to a peer that stays,
+      // a step stale (counted there as stale_handoffs_taken), rather than drop it on its way out.
+      if (hand_off_instead("step " + std::to_string(r) + " closed without it")) return StepEnd::Abandoned;
       resync();
       return StepEnd::Abandoned;
     }
@@ -210,11 +219,22 @@ StageServer::Impl::StepEnd StageServer::Impl::average_step(int64_t r, bool leavi
   return StepEnd::Unaveraged;
 }
 
+bool StageServer::Impl::hand_off_instead(const std::string& why) {
+  swarm::MutexLock lk(mu);
+  if (!leaving) return false;
+  handoff_now = true;  // step_due_locked is false from now on: the compute loop completes the leave
+  handoff_at = now_seconds();
+  spdlog::info("worker {}: leaving: {}; handing its {} samples of gradient to a peer that stays", opt.peer_id, why,
+               samples_done);
+  cv.notify_all();
+  return true;
+}
+
 void StageServer::Impl::advance_step(int64_t r) {
   {
     swarm::MutexLock lk(mu);
     step = r + 1;
-    samples_done = 0;
+    samples_done = pending_handoff_samples_locked();  // taken after this step's fold: the next step's
     others_samples = 0;
     target_latched = false;
     closing_since = 0;

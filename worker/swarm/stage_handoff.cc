@@ -1,7 +1,10 @@
 // How a leaving worker gives the gradient it holds to its stage (stage_membership.cc, "Leave"):
 // the sender (handoff_gradients) offers it to the stage's other peers until one takes it; the
-// receiver (do_handoff) adds it to its own open step when it is of that step or at most
-// kHandoffMaxLag steps older. A gradient nobody takes is counted as lost samples by the sender.
+// receiver (handle_handoff, on its connection thread) takes it into its open step when it is of
+// that step or at most spec.averaging.maxHandoffLagSteps older, and the compute thread adds it to
+// the gradients before the step averages (fold_handoffs). A gradient nobody takes is counted as
+// lost samples by the sender; one whose answer never came (it may have been taken) as
+// handoff_samples_unconfirmed, and never offered to a second peer (it would be applied twice).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,8 +16,6 @@
 
 namespace swarm::runtime {
 namespace {
-
-constexpr int64_t kHandoffMaxLag = 4;  // steps a handed-off gradient may be behind its taker
 
 bool serving(const planner::PeerRecord& p) { return planner::routable(p.state); }
 
@@ -31,6 +32,7 @@ torch::Tensor flat_grads(model::StageModel& m) {
 }  // namespace
 
 bool StageServer::Impl::handoff_gradients() {
+  fold_handoffs();  // what others handed to this peer leaves with its own gradient
   int64_t samples;
   double ends;
   {
@@ -72,7 +74,7 @@ bool StageServer::Impl::handoff_gradients() {
     bool refused_closed = false;
     for (const auto& p : peers) {
       if (p.peer_id == opt.peer_id || !serving(p)) continue;
-      const double timeout = std::max(0.2, std::min(opt.spec.timeouts.backward_seconds, until - now_seconds()));
+      const double timeout = std::max(0.5, std::min(opt.spec.timeouts.backward_seconds, until - now_seconds()));
       try {
         net::Client client(p.host, static_cast<uint16_t>(p.port), opt.secret, client_options);
         auto m = make_message(kGradientHandoff, {{"stage", s}, {"step", mine}, {"samples", samples},
@@ -86,13 +88,23 @@ bool StageServer::Impl::handoff_gradients() {
       } catch (const net::RemoteError& e) {
         refused_closed = refused_closed || e.code() == net::ErrorCode::StepClosed;
         spdlog::warn("worker {}: hand-off to {} refused: {}", opt.peer_id, p.peer_id, e.what());
+      } catch (const net::NetError& e) {
+        if (e.request_sent()) {
+          // Sent, and no answer: the peer may have taken it. Offered to another it could be
+          // applied twice; so it is counted as unconfirmed, neither lost nor handed off.
+          spdlog::error("worker {}: hand-off of {} samples to {} unconfirmed: {}", opt.peer_id, samples, p.peer_id,
+                        e.what());
+          report_event("handoff_samples_unconfirmed", samples);
+          return true;
+        }
+        spdlog::warn("worker {}: hand-off to {} failed before it was sent: {}", opt.peer_id, p.peer_id, e.what());
       } catch (const std::exception& e) {
         spdlog::warn("worker {}: hand-off to {} failed: {}", opt.peer_id, p.peer_id, e.what());
       }
     }
     // Every taker is too far ahead for this gradient: no later try helps.
     if (refused_closed && std::none_of(peers.begin(), peers.end(), [&](const auto& p) {
-          return p.peer_id != opt.peer_id && serving(p) && p.step >= mine && p.step <= mine + kHandoffMaxLag;
+          return p.peer_id != opt.peer_id && serving(p) && p.step >= mine && p.step <= mine + max_handoff_lag;
         }))
       break;
   }
@@ -101,37 +113,76 @@ bool StageServer::Impl::handoff_gradients() {
   return false;
 }
 
-net::Message StageServer::Impl::do_handoff(Task& task) {
-  const auto& m = task.request;
-  const int64_t r = meta_int(task.meta, "step");
-  const int64_t samples = meta_int(task.meta, "samples");
+net::Message StageServer::Impl::handle_handoff(net::Message&& request) {
+  // On the connection thread, not queued behind the compute thread: a receiver in the middle of
+  // averaging (seconds, under load) would keep the sender past its drain budget, and a sender
+  // that gave up while its gradient still waited in the queue counted it lost, then it was added
+  // all the same. Taken here, it is in this peer's step the moment the reply goes out.
+  const auto meta = parse_meta(request);
+  const int64_t r = meta_int(meta, "step");
+  const int64_t samples = meta_int(meta, "samples");
+  const int64_t requested = meta_int(meta, "stage");
   if (samples < 1) throw std::invalid_argument("meta.samples: must be >= 1, got " + std::to_string(samples));
-  if (m.tensors.size() != 1 || m.tensors[0].dtype != net::DType::Float32)
+  if (request.tensors.size() != 1 || request.tensors[0].dtype != net::DType::Float32)
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
-  // A gradient of this step, or of one a few steps back: a peer that drains in-flight requests under
-  // load can find the stage a step or three ahead when its turn to hand off comes. Added to this
-  // step, a few optimizer steps stale (as in asynchronous SGD), it is used rather than lost.
-  if (r > step.load() || r < step.load() - kHandoffMaxLag) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
+  const std::string from = meta_string(meta, "peer");
+  auto flat = from_wire(request.tensors[0]);  // keeps the received buffer alive, no copy
+  swarm::MutexLock lk(mu);
+  if (requested != stage.load())
+    throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
+                                ", got " + std::to_string(requested));
+  if (!ready || failed) throw std::runtime_error("peer is not serving its stage");
   // A peer that is leaving itself cannot keep a gradient: the sender tries another peer.
-  if (is_leaving()) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
-  auto flat = from_wire(m.tensors[0]);
-  int64_t offset = 0, total = 0;
-  for (auto& p : model->parameters()) total += p.numel();
-  if (flat.numel() != total)
+  if (leaving || stopping) throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
+  // A gradient of this step, or of one at most spec.averaging.maxHandoffLagSteps back: a peer
+  // that drains under load can find the stage a step or three ahead when its turn to hand off
+  // comes. Added to this step, a few optimizer steps stale (as in asynchronous SGD), it is used
+  // rather than lost; the lag is counted where the gradient is folded in (fold_handoffs).
+  const int64_t now_step = step.load();
+  if (r > now_step || r < now_step - max_handoff_lag) throw net::CodedError(net::ErrorCode::StepClosed, kStepClosed);
+  if (flat.numel() != stage_param_count)
     throw std::invalid_argument("handoff: gradient has " + std::to_string(flat.numel()) + " values, stage has " +
-                                std::to_string(total));
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->parameters()) {
-    auto slice = flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.device(), p.scalar_type());
-    if (p.grad().defined()) p.mutable_grad().add_(slice);
-    else p.mutable_grad() = slice.clone();
-    offset += p.numel();
-  }
+                                std::to_string(stage_param_count));
+  pending_handoffs.push_back(PendingHandoff{r, samples, from, flat});
+  samples_done += samples;  // the stage's count has them now: progress_loop reports it
+  cv.notify_all();
+  return make_message(kHandoffReply, {{"accepted", true}, {"step", r}});
+}
+
+void StageServer::Impl::fold_handoffs() {
+  std::vector<PendingHandoff> taken;
+  int64_t now_step;
   {
     swarm::MutexLock lk(mu);
-    samples_done += samples;
+    taken.swap(pending_handoffs);
+    now_step = step.load();
   }
-  return make_message(kHandoffReply, {{"accepted", true}, {"step", r}});
+  if (taken.empty()) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& h : taken) {
+    int64_t offset = 0;
+    for (auto& p : model->parameters()) {
+      auto slice = h.flat.narrow(0, offset, p.numel()).view(p.sizes()).to(p.device(), p.scalar_type());
+      if (p.grad().defined()) p.mutable_grad().add_(slice);
+      else p.mutable_grad() = slice.clone();
+      offset += p.numel();
+    }
+    // The only gradient a step may apply that was not computed on the parameters it updates:
+    // counted here, where it happens (swarm_worker_events_total on /metrics, the registry's
+    // stale_handoffs_taken), with its lag in the log.
+    if (const int64_t lag = now_step - h.step; lag > 0) {
+      spdlog::info("worker {}: took {} samples of {}'s gradient of step {} into step {} ({} steps stale)", opt.peer_id,
+                   h.samples, h.from, h.step, now_step, lag);
+      report_event("stale_handoffs_taken", 1);
+      report_event("stale_handoff_samples", h.samples);
+    }
+  }
+}
+
+int64_t StageServer::Impl::pending_handoff_samples_locked() const {
+  int64_t samples = 0;
+  for (const auto& h : pending_handoffs) samples += h.samples;
+  return samples;
 }
 
 }  // namespace swarm::runtime

@@ -30,25 +30,40 @@ namespace {
 
 bool serving(const planner::PeerRecord& p) { return planner::routable(p.state); }
 
-// Whether a peer other than `self` serves stage `s` (false when the registry cannot be reached).
-bool others_serve(registry::RegistryClient& reg, const std::string& self, int s) {
+// Whether a peer other than `self` serves stage `s`. A registry that cannot be reached says
+// nothing about the stage: Unknown, never "no other peer" (a draining peer that took it for
+// that skipped its step's wait and handed off nothing, as if it were the last).
+enum class OthersServe { Yes, No, Unknown };
+OthersServe others_serve(registry::RegistryClient& reg, const std::string& self, int s) {
   try {
     for (const auto& p : reg.peers("worker", s))
-      if (p.peer_id != self && serving(p)) return true;
-  } catch (const std::exception&) {
+      if (p.peer_id != self && serving(p)) return OthersServe::Yes;
+    return OthersServe::No;
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot list stage {}'s peers: {}", self, s, e.what());
+    return OthersServe::Unknown;
   }
-  return false;
 }
 
 }  // namespace
 
 void StageServer::Impl::report_event(const std::string& kind, int64_t count) {
   if (count <= 0) return;
-  try {
-    registry->add_event(kind, count);
-  } catch (const std::exception& e) {
-    spdlog::warn("worker {}: could not report {} {}: {}", opt.peer_id, count, kind, e.what());
-  }
+  metrics->add_event(kind, count);
+  events.add(kind, count);
+  flush_events();
+}
+
+bool StageServer::Impl::flush_events() {
+  return events.flush([&](const registry::LedgerEntry& e) {
+    try {
+      registry->add_event(e, opt.peer_id);
+    } catch (const std::exception& err) {
+      spdlog::warn("worker {}: could not report {} {} yet (kept, sent again): {}", opt.peer_id, e.count, e.kind,
+                   err.what());
+      throw;
+    }
+  });
 }
 
 void StageServer::Impl::report_dropped(int s, int64_t r, int64_t lost) {
@@ -69,14 +84,19 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   model = model::make_stage(model_cfg, s, stage_seed(opt.spec));
   model->to(device);
   optimizer = std::make_unique<model::StageOptimizer>(*model, optimizer_config(opt.spec));
+  int64_t values = 0;
+  for (const auto& p : model->parameters()) values += p.numel();
   {
     swarm::MutexLock lk(mu);
+    stage_param_count = values;
+    pending_handoffs.clear();  // none: a peer that leaves refuses hand-offs, and it folded its own
     step = 0;
     samples_done = others_samples = 0;
     activations.clear();
     target_latched = false;
     closing_since = 0;
     leaving = false;
+    handoff_now = false;
   }
   try {
     announce(planner::PeerState::Joining);
@@ -324,7 +344,8 @@ void StageServer::Impl::resync() {
   int64_t lost = 0;
   {
     swarm::MutexLock lk(mu);
-    lost = samples_done;
+    lost = samples_done;  // handed-in samples not folded yet included: they go with the rest
+    pending_handoffs.clear();
     samples_done = others_samples = 0;
     activations.clear();
     target_latched = false;
@@ -389,7 +410,9 @@ void StageServer::Impl::complete_leave() {
       spdlog::info("worker {}: leaving with {} samples of forwards whose backward never came (not gradient)",
                    opt.peer_id, owed);
   }
-  const bool alone = !others_serve(*registry, opt.peer_id, from);
+  // Not known to be alone (the registry did not answer): it checkpoints all the same, a
+  // checkpoint too many costs a write, one too few the stage's state.
+  const bool alone = others_serve(*registry, opt.peer_id, from) != OthersServe::Yes;
   if (!handoff_gradients()) {
     swarm::MutexLock lk(mu);
     lost += samples_done;
@@ -401,6 +424,7 @@ void StageServer::Impl::complete_leave() {
   {
     swarm::MutexLock lk(mu);
     samples_done = 0;
+    handoff_now = false;
   }
   try {
     registry->report_progress(from, step.load(), opt.peer_id, 0, target_samples, 0);
@@ -469,18 +493,21 @@ void StageServer::Impl::drain(double seconds) {
       return;
     }
   }
-  // The drain's budget (the pod's grace period, a reclaim notice): half for the backwards owed,
-  // up to 70 % waiting for the step to average this peer's gradient, the rest to hand it off,
-  // checkpoint and deregister. With no other peer serving the stage there is no step to wait for.
-  const bool others = others_serve(*registry, opt.peer_id, stage.load());
+  // The drain's budget (the pod's grace period, a reclaim notice): 45 % for the backwards owed,
+  // up to 60 % waiting for the step to average this peer's gradient, to 85 % to hand it off and
+  // checkpoint, and the rest to deregister, send the last counts and exit before a SIGKILL. With
+  // no other peer serving the stage there is no step to wait for.
+  // Unknown (the registry did not answer) is taken as "others serve": the peer waits for its step.
+  const bool others = others_serve(*registry, opt.peer_id, stage.load()) != OthersServe::No;
   {
     swarm::MutexLock lk(mu);
     const double now = now_seconds();
     leaving = true;
     exiting = true;  // a move assigned from now on is ignored: this process is going away
-    leave_deadline = now + 0.5 * seconds;
-    handoff_at = others ? now + 0.7 * seconds : now;
+    leave_deadline = now + 0.45 * seconds;
+    handoff_at = others ? now + 0.6 * seconds : now;
     drain_ends = now + 0.85 * seconds;  // the rest of the budget: withdraw and exit before a SIGKILL
+    exit_by = now + 0.95 * seconds;
   }
   cv.notify_all();
   try {
@@ -507,9 +534,9 @@ void StageServer::Impl::drain(double seconds) {
     if (!stalled) {
       const int s = stage.load();
       lk.unlock();
-      const bool others = others_serve(*registry, opt.peer_id, s);
+      const bool alone = others_serve(*registry, opt.peer_id, s) == OthersServe::No;
       lk.lock();
-      stalled = !others;
+      stalled = alone;
     }
     if (stalled) {
       handoff_at = now;

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/atomic_file.h"
 #include "common/cpu_cores.h"
 #include "planner/rebalance.h"
 #include "worker/model/device.h"
@@ -29,6 +30,10 @@ const char* op_name(uint16_t type) {
     default: return "other";
   }
 }
+
+// How long a stopping worker retries its last registry calls (deregistering, the counts the
+// registry has not taken): a registry restarting comes back within about a second.
+constexpr double kFinalRegistrySeconds = 1.5;
 
 }  // namespace
 
@@ -125,23 +130,40 @@ void StageServer::stop() {
   auto& I = *impl_;
   if (!I.started || I.stopped.exchange(true)) return;
   if (I.metrics) I.metrics->set_readiness(nullptr);
+  // The registry calls that follow are retried for a moment (a registry restarting comes back
+  // within about a second), never past a drain's budget: out before the SIGKILL.
+  double until = now_seconds() + kFinalRegistrySeconds;
   {
     swarm::MutexLock lk(I.mu);
     I.stopping = true;
+    if (I.exit_by > 0) until = std::min(until, I.exit_by);
   }
   I.cv.notify_all();
   I.inbox.stop();
   // The heartbeat ends before the withdrawal: an announce still in flight after it would list the
   // peer again, and its later expiry would count a peer that left cleanly as lost.
   if (I.heartbeat_thread.joinable()) I.heartbeat_thread.join();
-  try {
-    if (I.registry) I.registry->withdraw(I.opt.peer_id, /*settled=*/true);
-  } catch (const std::exception& e) {
-    spdlog::warn("worker {}: could not deregister: {}", I.opt.peer_id, e.what());
+  for (bool withdrawn = !I.registry; !withdrawn;) {
+    try {
+      I.registry->withdraw(I.opt.peer_id, /*settled=*/true);
+      withdrawn = true;
+    } catch (const std::exception& e) {
+      if (now_seconds() >= until) {
+        spdlog::warn("worker {}: could not deregister (its record expires): {}", I.opt.peer_id, e.what());
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   for (auto* t : {&I.compute_thread, &I.progress_thread})
     if (t->joinable()) t->join();
   if (I.checkpoint_writer) I.checkpoint_writer->flush();  // the last checkpoint is written before exit
+  // The counts still unsent go now: the log and the report say which never got there.
+  while (!I.flush_events() && now_seconds() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (const auto left = I.events.pending(); !left.empty())
+    spdlog::error("worker {}: the registry never took these counts: {}", I.opt.peer_id, nlohmann::json(left).dump());
+  I.write_report();
   if (I.server) I.server->stop();
 }
 
@@ -172,6 +194,22 @@ WorkerStatus StageServer::status() const {
   return s;
 }
 
+void StageServer::Impl::write_report() const {
+  if (opt.report_path.empty()) return;
+  nlohmann::json r{{"peer", opt.peer_id},
+                   {"stage", stage.load()},
+                   {"step", step.load()},
+                   {"samples_processed", processed.load()},
+                   {"events", events.counted()},
+                   {"events_unacknowledged", events.pending()},
+                   {"event_sends_failed", events.failed_sends()}};
+  try {
+    write_file_atomically(opt.report_path, r.dump());
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: cannot write its report {}: {}", opt.peer_id, opt.report_path, e.what());
+  }
+}
+
 // ---- requests -------------------------------------------------------------------------------
 
 net::Message StageServer::Impl::handle(net::Message&& request) {
@@ -181,11 +219,12 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     case net::Ping:
       return make_message(net::Pong, {{"stage", stage.load()}, {"step", step.load()},
                                       {"queue", queue.size()}, {"peer", opt.peer_id}});
+    case kGradientHandoff:
+      return handle_handoff(std::move(request));
     case net::Forward:
     case net::Backward:
     case net::ForwardBackward:
     case net::StateRequest:
-    case kGradientHandoff:
       break;
     default:
       throw std::invalid_argument("message type " + std::to_string(request.type) +
@@ -202,7 +241,7 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
     if (failed) throw std::runtime_error(failure_message);
     throw std::runtime_error("peer is joining its stage, not serving yet");
   }
-  if (request.type != net::StateRequest && request.type != kGradientHandoff) {
+  if (request.type != net::StateRequest) {
     RequestQueue::check_samples(meta_int(task->meta, "samples"));
     meta_string(task->meta, "mb");
   }
@@ -369,7 +408,6 @@ net::Message StageServer::Impl::run_task(Task& task) {
     case net::ForwardBackward: return do_forward_backward(task);
     case net::Backward: return do_backward(task);
     case net::StateRequest: return do_state(task);
-    case kGradientHandoff: return do_handoff(task);
   }
   throw std::logic_error("unexpected task type");
 }
@@ -569,6 +607,7 @@ void StageServer::Impl::heartbeat_loop() {
     try {
       if (stage.load() >= 0) {  // not before the first join chose the stage
         report_failure();       // until the registry has it
+        flush_events();         // counts the registry did not take yet
         announce();
         if (ready) check_behind(registry->peers("worker", stage.load()));
         retell_group();

@@ -34,6 +34,9 @@ struct WorkerOptions {
   double slowdown = 1;             // >1 emulates a slower machine: compute takes this many times longer
   bool force_loss_scaling = false; // tests: fp16 loss scaling even where fp16 computes in fp32 (CPU)
   double initial_loss_scale = 0;   // tests: the fp16 loss scale to start from; 0 = 2^16
+  // A JSON file written as the worker stops: the events it counted itself and any the registry
+  // never acknowledged (empty: none). `swarm local` reads them into its summary.
+  std::string report_path;
 };
 
 struct WorkerStatus {

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "common/thread_annotations.h"
+#include "registry/event_ledger.h"
 #include "registry/registry_client.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
@@ -45,7 +46,11 @@ struct StageServer::Impl {
   net::Message do_forward_backward(Task& task);
   net::Message do_backward(Task& task);
   net::Message do_state(Task& task);
-  net::Message do_handoff(Task& task);
+  // A leaving peer's gradient (kGradientHandoff), on the connection thread: checked and taken
+  // into pending_handoffs and samples_done at once, folded into the gradients by fold_handoffs.
+  net::Message handle_handoff(net::Message&& request) EXCLUDES(mu);
+  void fold_handoffs() EXCLUDES(mu);  // compute thread: pending hand-offs into the gradients
+  int64_t pending_handoff_samples_locked() const REQUIRES(mu);  // in samples_done, not in the gradients yet
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
   void compute_loop();
   // Steps of compute_loop, on the compute thread. Each pass, under mu: start_leave_locked (when
@@ -104,7 +109,13 @@ struct StageServer::Impl {
   void write_checkpoint_now(bool wait = false);
   void write_checkpoint_job(const CheckpointJob& job);  // on the writer's thread
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
+  // Counts an event on this worker's /metrics and in its ledger, which sends it to the registry
+  // now if it can and keeps it until the registry has it (registry/event_ledger.h).
   void report_event(const std::string& kind, int64_t count);
+  bool flush_events();  // true when the registry has every count (the heartbeat calls it too)
+  // With opt.report_path: the worker's own counts (events counted, those the registry never
+  // acknowledged), written as it stops.
+  void write_report() const;
   void report_dropped(int s, int64_t r, int64_t lost);  // samples of step r's gradient dropped
   void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
 
@@ -121,6 +132,9 @@ struct StageServer::Impl {
   StepEnd average_step(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
                        int& members, bool& writer);
   void advance_step(int64_t r);  // step r taken: start step r + 1 (mu), prune the inbox
+  // A leaving peer whose step cannot average it (closed without it, no group): true, and from now
+  // on it hands its gradient off instead of stepping (complete_leave). False for a peer that stays.
+  bool hand_off_instead(const std::string& why) EXCLUDES(mu);
   StepOutcome average_once(int attempt, torch::Tensor& flat, int64_t& samples, int& members,
                            bool& wrote_as_leader);
   net::Message handle_average_push(net::Message&& request);
@@ -148,6 +162,7 @@ struct StageServer::Impl {
   std::unique_ptr<net::Server> server;
   std::unique_ptr<Metrics> metrics;
   std::unique_ptr<registry::RegistryClient> registry;
+  registry::EventLedger events;  // counts on their way to the registry; thread-safe itself
   net::ClientOptions client_options;
   int64_t target_samples = 0;  // the job's global batch
 
@@ -160,7 +175,17 @@ struct StageServer::Impl {
   // cv: the compute loop waits on it (with mu) for work, a due step or a stop.
   mutable swarm::Mutex mu;
   swarm::CondVar cv;
-  int64_t samples_done GUARDED_BY(mu) = 0;     // backward samples accumulated this step (local)
+  int64_t samples_done GUARDED_BY(mu) = 0;     // backward samples accumulated this step (local + handed in)
+  // Gradients handed to this peer by leaving ones, not yet added to its parameters' gradients.
+  struct PendingHandoff {
+    int64_t step = 0;  // the sender's step
+    int64_t samples = 0;
+    std::string from;
+    torch::Tensor flat;  // float32, CPU, every parameter's gradient in order
+  };
+  std::vector<PendingHandoff> pending_handoffs GUARDED_BY(mu);
+  int64_t stage_param_count GUARDED_BY(mu) = 0;  // values in the stage's parameters (a hand-off's size)
+  int64_t max_handoff_lag = 4;  // spec.averaging.maxHandoffLagSteps; set in the constructor
   int64_t others_samples GUARDED_BY(mu) = 0;   // other peers' admitted samples this step, from the coordinator
   bool target_latched GUARDED_BY(mu) = false;  // the coordinator says the stage reached the global batch
   double closing_since GUARDED_BY(mu) = 0;     // when this step stopped admitting forwards (0 = open)
@@ -168,7 +193,9 @@ struct StageServer::Impl {
   bool leaving GUARDED_BY(mu) = false;         // refusing new forwards: moving to another stage or draining
   double leave_deadline GUARDED_BY(mu) = 0;    // owed backwards are given up after this
   double handoff_at GUARDED_BY(mu) = 0;        // a leaving peer holding gradient stops waiting for its step
+  bool handoff_now GUARDED_BY(mu) = false;     // a leaving peer's step closed without it: hand off, no step
   double drain_ends GUARDED_BY(mu) = 0;        // a draining peer's budget (SIGTERM) ends: 0 when moving stages
+  double exit_by GUARDED_BY(mu) = 0;           // a draining peer must have exited (0: no drain)
   bool left GUARDED_BY(mu) = false;            // drain finished (compute thread exits)
   bool exiting GUARDED_BY(mu) = false;         // draining to exit (SIGTERM): never moves to another stage
   bool failed GUARDED_BY(mu) = false;          // the stage came back without its state: never serves again

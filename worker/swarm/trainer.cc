@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "common/atomic_file.h"
 #include "common/thread_annotations.h"
 #include "planner/stage_router.h"
 #include "registry/registry_client.h"
@@ -19,21 +20,6 @@
 #include "worker/swarm/tensor_wire.h"
 
 namespace swarm::runtime {
-namespace {
-
-
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f) throw std::runtime_error("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
-}
-
-}  // namespace
 
 nlohmann::json TrainerReport::to_json() const {
   nlohmann::json curve = nlohmann::json::array();
@@ -108,6 +94,8 @@ void Trainer::Impl::refresh_peers() {
   for (const auto& p : workers) {
     // Only peers that serve: not while joining (downloading state) or draining (leaving).
     if (p.stage < 0 || p.stage >= stages || !planner::routable(p.state)) continue;
+    // A pinned GPipe pipeline: this trainer's own worker of the stage, no other.
+    if (!opt.gpipe_peers.empty() && opt.gpipe_peers[static_cast<size_t>(p.stage)] != p.peer_id) continue;
     ids[p.stage].push_back(p.peer_id);
     const std::string endpoint = p.host + ":" + std::to_string(p.port);
     auto it = clients.find(p.peer_id);
@@ -369,7 +357,7 @@ void Trainer::Impl::background_pass(double& last_report, double& last_announce) 
   }
   if (!opt.report_path.empty() && now_seconds() - last_report >= 1.0) {
     try {
-      write_atomically(opt.report_path, snapshot().to_json().dump());
+      write_file_atomically(opt.report_path, snapshot().to_json().dump());
     } catch (const std::exception& e) {
       spdlog::warn("trainer {}: {}", opt.peer_id, e.what());
     }
@@ -433,7 +421,7 @@ TrainerReport Trainer::run(const std::atomic<bool>& stop) {
   }
   finish();
   auto report = I.snapshot();
-  if (!I.opt.report_path.empty()) write_atomically(I.opt.report_path, report.to_json().dump());
+  if (!I.opt.report_path.empty()) write_file_atomically(I.opt.report_path, report.to_json().dump());
   return report;
 }
 

@@ -34,6 +34,12 @@ struct TrainerOptions {
   // loses its microbatch and ends the run (no failover). Run it with one worker per stage: the
   // wiring is then fixed.
   bool gpipe = false;
+  // GPipe with several pipelines (data parallel: trainer t drives its own pipeline of fixed
+  // workers, and each stage's workers average as usual): the peer ids this trainer uses, one per
+  // stage; empty = any (one worker per stage). Each step it sends global batch / gpipe_pipelines
+  // samples, so the pipelines together make one global batch.
+  std::vector<std::string> gpipe_peers;
+  int gpipe_pipelines = 1;
 };
 
 struct TrainerReport {

@@ -2,6 +2,7 @@
 // each routed on its own) and the GPipe baseline (a step's microbatches at once, then a flush).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "worker/swarm/trainer_impl.h"
@@ -65,7 +66,9 @@ void Trainer::Impl::await_stage_steps(int64_t target) {
 // forwards before their backwards), then a flush: the next step starts when every one is done, so
 // each stage steps on exactly this step's samples. A lost microbatch ends the run.
 void Trainer::Impl::train_gpipe(const std::function<bool()>& keep_going) {
-  const int64_t per_step = opt.spec.training.global_batch / opt.spec.training.microbatch;
+  // With several pipelines, this one's share of the global batch (the launcher checks it divides).
+  const int64_t per_step =
+      opt.spec.training.global_batch / opt.spec.training.microbatch / std::max(1, opt.gpipe_pipelines);
   uint64_t seq = 0;
   // Steps are counted here: a stage reports the step its last flush completed only in a later reply.
   for (int64_t step = min_step(); step < opt.max_steps && keep_going(); ++step) {
