@@ -157,7 +157,9 @@ void check_training(const TrainingSpec& t, Rules& r) {
                 ": set evalBatches to 0 or hold out a fraction, got 0");
   }
   if (t.tokenizer.kind == TokenizerKind::SentencePiece) {
-    r.non_empty(p + "tokenizer.model", t.tokenizer.model);
+    if (r.ok(p + "tokenizer.model") && t.tokenizer.model.empty())
+      r.error(p + "tokenizer.model",
+              "is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece .model file), got \"\"");
   } else if (!t.tokenizer.model.empty()) {
     r.error(p + "tokenizer.model", "is only for kind sentencepiece (kind is bytes), got \"" + t.tokenizer.model + "\"");
   }

@@ -2,7 +2,7 @@
 
 #include "common/job_spec_json.h"
 #include "common/s3_url.h"
-#include "operator/api/quantity.h"
+#include "operator/api/pod_rules.h"
 
 #include <set>
 
@@ -43,28 +43,7 @@ PodResources take_resources(json& section, const std::string& path, const std::s
   if (r.image.empty()) e.add(path + ".image", "must not be empty");
   if (section.contains("resources")) {
     r.resources = section["resources"];
-    if (!r.resources.is_object()) e.add(path + ".resources", "must be an object");
-    for (const char* part : {"requests", "limits"}) {
-      if (!r.resources.is_object() || !r.resources.contains(part)) continue;
-      const std::string at = path + ".resources." + part;
-      const json& list = r.resources[part];
-      if (!list.is_object()) {
-        e.add(at, "must be an object of quantities");
-        continue;
-      }
-      for (const auto& [k, v] : list.items()) {
-        if (v.is_number()) continue;
-        if (!v.is_string()) {
-          e.add(at + "." + k, "must be a quantity, got " + v.dump());
-          continue;
-        }
-        try {
-          parse_quantity(v.get<std::string>());
-        } catch (const std::invalid_argument& ex) {
-          e.add(at + "." + k, ex.what());
-        }
-      }
-    }
+    for (auto& problem : resource_problems(r.resources, path + ".resources")) e.list.push_back(std::move(problem));
   }
   section.erase("image");
   section.erase("resources");
@@ -80,15 +59,29 @@ NodePool parse_pool(const json& p, const std::string& path, Errors& e) {
   pool.name = get_string(p, "name", "", path, e);
   if (!is_dns1123_label(pool.name) || pool.name.size() > 20)
     e.add(path + ".name", "must be a DNS-1123 label of at most 20 characters, got \"" + pool.name + "\"");
-  pool.region = get_string(p, "region", "", path, e);
-  pool.zone = get_string(p, "zone", "", path, e);
-  if (!pool.zone.empty() && pool.region.empty()) e.add(path + ".zone", "a pool with a zone must name its region");
+  // region and zone become the pods' nodeSelector: label values, and an empty one would select the
+  // nodes without the label.
+  for (auto [key, value] : {std::pair{"region", &pool.region}, std::pair{"zone", &pool.zone}}) {
+    *value = get_string(p, key, "", path, e);
+    if (p.contains(key) && p[key].is_string() && (value->empty() || !is_label_value(*value)))
+      e.add(path + "." + key, std::string("must be a label value (1 to 63 letters, digits, '-', '_' and '.', starting and "
+                                          "ending with a letter or digit): the pods select nodes labelled "
+                                          "topology.kubernetes.io/") + key + " with it, got \"" + *value + "\"");
+  }
+  if (p.contains("zone") && !p.contains("region")) e.add(path + ".zone", "a pool with a zone must name its region");
   if (p.contains("nodeSelector")) {
     if (!p["nodeSelector"].is_object()) {
       e.add(path + ".nodeSelector", "must be an object of strings");
     } else {
       for (auto& [k, v] : p["nodeSelector"].items()) {
-        if (!v.is_string()) e.add(path + ".nodeSelector[\"" + k + "\"]", "must be a string");
+        const std::string at = path + ".nodeSelector[" + k + "]";
+        if (!is_label_key(k))
+          e.add(path + ".nodeSelector", "keys must be label keys ([DNS subdomain/]name, the name 1 to 63 letters, "
+                                        "digits, '-', '_' and '.'), got \"" + k + "\"");
+        if (!v.is_string()) e.add(at, "must be a string, got " + v.dump());
+        else if (!is_label_value(v.get<std::string>()))
+          e.add(at, "must be a label value (empty, or letters, digits, '-', '_' and '.', starting and ending with a "
+                    "letter or digit), got " + v.dump());
         else pool.node_selector[k] = v.get<std::string>();
       }
     }
@@ -190,6 +183,10 @@ void take_placement(json& spec, OperatorSpec& op, Errors& e) {
   const json& pools = spec["nodePools"];
   if (!pools.is_array()) {
     e.add("spec.nodePools", "must be a list");
+  } else if (pools.empty()) {
+    // Not read as "anywhere": the list says no pool, and a template that rendered none by mistake
+    // would spread the workers over every node of the cluster.
+    e.add("spec.nodePools", "must list at least one pool, got []: leave spec.nodePools out to place workers on any node");
   } else {
     std::map<std::string, int> seen;
     for (size_t i = 0; i < pools.size(); ++i) {

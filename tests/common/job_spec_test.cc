@@ -227,10 +227,13 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
       {"{training: {dataset: {validationFraction: 0.6}}}", "spec.training.dataset.validationFraction: must be <= 0.5, got 0.6"},
       {"{training: {dataset: {validationFraction: -0.1}}}", "spec.training.dataset.validationFraction: must be >= 0, got -0.1"},
       {"{training: {dataset: {validationFraction: 0}}}",
-       "spec.training.dataset.validationFraction: is 0 (nothing held out) while spec.training.evalBatches is 8"},
+       "spec.training.dataset.validationFraction: is 0 (nothing held out) while spec.training.evalBatches is 8: set "
+       "evalBatches to 0 or hold out a fraction, got 0"},
       {"{training: {tokenizer: {kind: bpe}}}",
        "spec.training.tokenizer.kind: must be one of bytes, sentencepiece, got \"bpe\""},
-      {"{training: {tokenizer: {kind: sentencepiece, model: \"\"}}}", "spec.training.tokenizer.model: must not be empty"},
+      {"{training: {tokenizer: {kind: sentencepiece, model: \"\"}}}",
+       "spec.training.tokenizer.model: is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece "
+       ".model file), got \"\""},
       {"{training: {tokenizer: {model: m.model}}}",
        "spec.training.tokenizer.model: is only for kind sentencepiece (kind is bytes), got \"m.model\""},
       {"{training: {optimizer: {name: sgd}}}",

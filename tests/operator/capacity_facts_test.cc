@@ -21,7 +21,7 @@ TEST(Quantity, DecimalBinaryAndExponentForms) {
   EXPECT_DOUBLE_EQ(parse_quantity("1e3"), 1000);
   EXPECT_DOUBLE_EQ(parse_quantity("2E"), 2e18);  // exa, not an exponent
   EXPECT_DOUBLE_EQ(parse_quantity("1k"), 1000);
-  for (const char* bad : {"", "abc", "1x", "Gi", "1Gb", "1e"}) {
+  for (const char* bad : {"", "abc", "1x", "Gi", "1Gb", "1e", "1.2.3", ".", "1e1.5", "1e99999999999"}) {
     try {
       parse_quantity(bad);
       ADD_FAILURE() << "accepted \"" << bad << "\"";
@@ -136,7 +136,7 @@ TEST(CapacityFacts, SpecAutoscaledPoolsAndWorkerRequests) {
     FAIL() << "accepted";
   } catch (const SpecError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("spec.workers.resources.requests.cpu: not a quantity: \"four\""), std::string::npos) << what;
+    EXPECT_NE(what.find("spec.workers.resources.requests[cpu]: must be a Kubernetes quantity (e.g. 500m, 2, 1.5, 16Gi, 1e3), got \"four\""), std::string::npos) << what;
     EXPECT_NE(what.find("spec.nodePools[0].autoscaled: must be a boolean, got \"yes\""), std::string::npos) << what;
   }
 }

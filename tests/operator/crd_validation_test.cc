@@ -2,6 +2,10 @@
 // field; valid ones are stored with every default filled in.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "operator/api/quantity.h"
+#include "operator/api/swarmjob.h"
 #include "tests/operator/testenv.h"
 
 namespace swarm::optest {
@@ -87,6 +91,152 @@ TEST_F(CrdValidation, RefusesInvalidManifestsWithFieldPreciseMessages) {
     EXPECT_NE(out.find(c.field), std::string::npos) << c.what << ": message does not name " << c.field << ":\n" << out;
     std::string ignored;
     EXPECT_NE(env_->kubectl("get swarmjob " + c.name, &ignored), 0) << c.what << ": object exists";
+  }
+}
+
+// A server-side dry run of `yaml` (one or more documents): the API server validates it fully,
+// CEL included, and stores nothing.
+int dry_run(TestEnv& env, const std::string& yaml, std::string* out, const std::string& flags = "") {
+  const std::string path = env.dir() + "/dry-run-" + std::to_string(std::rand()) + ".yaml";
+  std::ofstream(path) << yaml;
+  return env.kubectl("apply --dry-run=server " + flags + " -f " + path, out);
+}
+
+struct Refused {
+  const char* what;
+  std::string spec_yaml;  // under spec:, indented by 2
+  std::string field;      // the API server's message must name it...
+  std::string also;       // ...and say this (the rule, the value)
+  std::string name = "bad-job";
+};
+
+// The jobs that passed `kubectl apply` and then sat Pending (SpecValid=True, no pods or some), or
+// were refused only later in status: every rule the API server can check is in the CRD.
+TEST_F(CrdValidation, RefusesAtApplyWhatTheOperatorWouldRefuseLater) {
+  const std::string pools = "  nodePools:\n";
+  const std::string res = "  workers:\n    resources:\n";
+  const std::vector<Refused> cases = {
+      {"no pools", "  nodePools: []\n", "spec.nodePools", "must list at least one pool, got []"},
+      {"negative gpu", res + "      limits: {nvidia.com/gpu: \"-1\"}\n",
+       "spec.workers.resources.limits[nvidia.com/gpu]", "Invalid value: \"-1\": must not be negative"},
+      {"empty region", pools + "  - {name: a, region: \"\"}\n", "spec.nodePools[0].region",
+       "Invalid value: \"\": must be a label value"},
+      {"bucket of 0 characters", "  checkpoint: {path: \"s3:///runs\"}\n", "spec.checkpoint.path",
+       "Invalid value: \"s3:///runs\": bucket must have 3 to 63 characters, got \"\""},
+      {"bucket with _", "  checkpoint: {path: \"s3://my_bucket/runs\"}\n", "spec.checkpoint.path",
+       "bucket may hold lowercase letters, digits, '.' and '-' only, got \"my_bucket\""},
+      {"bucket with capitals", "  checkpoint: {path: \"s3://MyBucket\"}\n", "spec.checkpoint.path",
+       "bucket may hold lowercase letters, digits, '.' and '-' only, got \"MyBucket\""},
+      {"prefix with ..", "  checkpoint: {path: \"s3://ckpts/a/../b\"}\n", "spec.checkpoint.path",
+       "Invalid value: \"s3://ckpts/a/../b\": prefix has an empty, \".\" or \"..\" segment"},
+      {"sentencepiece without a model", "  training: {tokenizer: {kind: sentencepiece}}\n",
+       "spec.training.tokenizer.model", "is required with spec.training.tokenizer.kind sentencepiece"},
+      {"nothing held out to evaluate", "  training: {evalBatches: 4, dataset: {validationFraction: 0}}\n",
+       "spec.training.dataset.validationFraction", "is 0 (nothing held out) while spec.training.evalBatches is above 0"},
+      // The other rules of common/job_spec_validate.cc and of the pods the operator makes.
+      {"bucket of 2 characters", "  checkpoint: {path: \"s3://ab\"}\n", "spec.checkpoint.path", "got \"ab\""},
+      {"bucket ending with -", "  checkpoint: {path: \"s3://ckpts-\"}\n", "spec.checkpoint.path",
+       "bucket must start and end with a letter or digit, got \"ckpts-\""},
+      {"empty prefix segment", "  checkpoint: {path: \"s3://ckpts/a//b\"}\n", "spec.checkpoint.path",
+       "prefix has an empty, \".\" or \"..\" segment"},
+      {"control character", "  checkpoint: {path: \"s3://ckpts/a\\tb\"}\n", "spec.checkpoint.path",
+       "prefix holds a control character"},
+      {"prefix over 900 bytes", "  checkpoint: {path: \"s3://ckpts/" + std::string(901, 'p') + "\"}\n",
+       "spec.checkpoint.path", "prefix is longer than 900 bytes"},
+      {"prefix over 900 bytes with the job name", "  checkpoint: {path: \"s3://ckpts/" + std::string(896, 'p') + "\"}\n",
+       "spec.checkpoint.path", "the prefix with the job name appended (.../edge) is longer than 900 bytes", "edge"},
+      {"a model with bytes", "  training: {tokenizer: {model: m.model}}\n", "spec.training.tokenizer.model",
+       "is only for kind sentencepiece (kind is bytes), got \"m.model\""},
+      {"claim without a path", "  checkpoint: {volumeClaimName: shared}\n", "spec.checkpoint.path",
+       "is required with spec.checkpoint.volumeClaimName (\"shared\")"},
+      {"name with a dot", "  pipeline: {stages: 2}\n", "metadata.name", "must be a DNS-1123 label", "bad.job"},
+      {"negative cpu", "  trainers: {resources: {requests: {cpu: -1}}}\n", "spec.trainers.resources.requests[cpu]",
+       "Invalid value: -1: must not be negative"},
+      {"not a quantity", res + "      limits: {memory: \"1.2.3\"}\n", "spec.workers.resources.limits[memory]",
+       "Invalid value: \"1.2.3\": must be a Kubernetes quantity"},
+      {"half a gpu", res + "      limits: {nvidia.com/gpu: \"0.5\"}\n", "spec.workers.resources.limits",
+       "must be whole numbers for extended resources, got nvidia.com/gpu: 0.5"},
+      {"unknown resource", res + "      requests: {cpus: 1}\n", "spec.workers.resources.requests",
+       "must name container resources (cpu, memory, ephemeral-storage, hugepages-<size>, or an extended resource "
+       "domain/name such as nvidia.com/gpu), got \"cpus\""},
+      {"request above limit", "  trainers: {resources: {requests: {memory: 2Gi}, limits: {memory: 1Gi}}}\n",
+       "spec.trainers.resources.requests", "must not exceed limits, got memory 2Gi"},
+      {"gpu request other than limit", res + "      requests: {nvidia.com/gpu: 1}\n      limits: {nvidia.com/gpu: 2}\n",
+       "spec.workers.resources.requests", "must equal limits for extended resources and hugepages"},
+      {"hugepages without limit", res + "      requests: {hugepages-2Mi: 1Gi}\n", "spec.workers.resources.requests",
+       "got hugepages-2Mi without the same value in limits"},
+      {"empty zone", pools + "  - {name: a, region: r, zone: \"\"}\n", "spec.nodePools[0].zone",
+       "Invalid value: \"\": must be a label value"},
+      {"bad selector key", pools + "  - {name: a, nodeSelector: {\"bad key!\": x}}\n", "spec.nodePools[0].nodeSelector",
+       "keys must be label keys ([DNS subdomain/]name, the name 1 to 63 letters, digits, '-', '_' and '.'), got "
+       "\"bad key!\""},
+      {"bad selector value", pools + "  - {name: a, nodeSelector: {k: \"bad value!\"}}\n",
+       "spec.nodePools[0].nodeSelector[k]", "Invalid value: \"bad value!\": must be a label value"},
+  };
+  for (const Refused& c : cases) {
+    std::string out;
+    EXPECT_NE(dry_run(*env_, manifest(c.name, c.spec_yaml), &out), 0) << c.what << ": accepted:\n" << out;
+    EXPECT_NE(out.find(c.field), std::string::npos) << c.what << ": message does not name " << c.field << ":\n" << out;
+    EXPECT_NE(out.find(c.also), std::string::npos) << c.what << ": message does not say " << c.also << ":\n" << out;
+  }
+}
+
+// The values just inside each of those rules are accepted, and the operator reads them too.
+TEST_F(CrdValidation, AcceptsTheValuesJustInsideTheRules) {
+  const std::string res = "  workers:\n    resources:\n";
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"bucket of 3 characters", "  checkpoint: {path: \"s3://abc\"}\n"},
+      {"bucket of 63 characters", "  checkpoint: {path: \"s3://" + std::string(63, 'b') + "/runs\"}\n"},
+      {"dots that are no . or .. segment", "  checkpoint: {path: \"s3://a.b-c/.a/..b/.../x//\"}\n"},
+      {"prefix of 900 bytes with the job name", "  checkpoint: {path: \"s3://ckpts/" + std::string(895, 'p') + "\"}\n"},
+      {"sentencepiece with a model", "  training: {tokenizer: {kind: sentencepiece, model: /data/sp.model}}\n"},
+      {"no evaluation, nothing held out", "  training: {evalBatches: 0, dataset: {validationFraction: 0}}\n"},
+      {"gpu 0", res + "      limits: {nvidia.com/gpu: \"0\"}\n"},
+      {"gpu 1", res + "      requests: {nvidia.com/gpu: 1}\n      limits: {nvidia.com/gpu: 1}\n"},
+      {"gpu 1000m is 1", res + "      requests: {nvidia.com/gpu: 1000m}\n      limits: {nvidia.com/gpu: \"1\"}\n"},
+      {"requests equal to limits in other spellings",
+       res + "      requests: {cpu: 100m, memory: 1Gi, hugepages-2Mi: 1Gi}\n"
+             "      limits: {cpu: \"0.1\", memory: \"1073741824\", hugepages-2Mi: 1Gi}\n"},
+      {"pools with labels", "  nodePools:\n  - {name: a, region: us-central1, zone: us-central1-a,"
+                            " nodeSelector: {cloud.google.com/gke-spot: \"true\", dedicated: \"\"}}\n"},
+  };
+  for (const auto& [what, spec] : cases) {
+    std::string out;
+    ASSERT_EQ(dry_run(*env_, manifest("edge", spec), &out, "-o json"), 0) << what << ":\n" << out;
+    // The operator's own check (the second line) agrees, on the object as the API server would store it.
+    const json stored = json::parse(out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(stored.is_object()) << what << ": not JSON:\n" << out;
+    try {
+      op::parse_swarmjob(stored);
+    } catch (const SpecError& e) {
+      ADD_FAILURE() << what << ": the operator refuses it: " << e.what();
+    }
+  }
+}
+
+// The operator reads quantities itself (operator/api/quantity.cc): the same strings as the API
+// server's quantity(), no more, no fewer.
+TEST_F(CrdValidation, TheOperatorReadsTheQuantitiesTheApiServerAccepts) {
+  const std::vector<std::string> texts = {"1", "1.", ".5", "+1", "-0", "0", "1e3", "1E3", "1e+3", "1.5e3", "2E",
+                                          "1Ki", "1.5Gi", "500m", "1u", "1n", "1.2.3", "1e1.5", "abc", "1Gb",
+                                          "1 Gi", "e3", "0x10", "1e", ".", "+", "Gi", "1e3Ki", "-1", "--1",
+                                          "1e-3", "1m5", "1e999", "1e-999", "1e1000", "1e99999999999"};
+  std::string docs;
+  for (size_t i = 0; i < texts.size(); ++i)
+    docs += manifest("q-" + std::to_string(i), "  workers: {resources: {limits: {memory: \"" + texts[i] + "\"}}}\n") +
+            "---\n";
+  std::string out;
+  dry_run(*env_, docs, &out);  // fails as a whole when any is refused; each object is reported
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const bool api = out.find("swarmjob.swarm-operator.io/q-" + std::to_string(i) + " created") != std::string::npos;
+    bool ours = true;
+    try {
+      ours = op::parse_quantity(texts[i]) >= 0;
+    } catch (const std::invalid_argument&) {
+      ours = false;
+    }
+    EXPECT_EQ(api, ours) << "\"" << texts[i] << "\": API server " << (api ? "accepts" : "refuses") << ", the operator "
+                         << (ours ? "accepts" : "refuses") << "\n" << out;
   }
 }
 
