@@ -82,6 +82,11 @@ struct PipelineSpec {
 struct AveragingSpec {
   Compression compression = Compression::None;  // compression: none | fp16 | blockwise8
   std::int64_t block_size = 4096;              // blockSize: values per blockwise8 block, 16..65535
+  // maxHandoffLagSteps, 0..64: how many steps old a leaving peer's gradient may be when a peer that
+  // stays takes it into its own step (a hand-off on a reclaim notice, under load, can find the stage
+  // a few steps on). The only stale gradient a step applies; 0 takes only same-step hand-offs and
+  // counts the others as lost samples.
+  std::int64_t max_handoff_lag_steps = 4;
 };
 
 // spec.training.tokenizer: how text becomes token ids.

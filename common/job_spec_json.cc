@@ -333,6 +333,7 @@ void decode_averaging(Reader& spec, AveragingSpec& out) {
   Reader r = spec.object("averaging");
   r.get_enum("compression", out.compression, parse_compression, "none, fp16, blockwise8");
   r.get("blockSize", out.block_size);
+  r.get("maxHandoffLagSteps", out.max_handoff_lag_steps);
   r.finish();
 }
 
@@ -473,7 +474,10 @@ nlohmann::json to_json(const JobSpec& s) {
        {{"stages", s.pipeline.stages},
         {"compression", to_string(s.pipeline.compression)},
         {"blockSize", s.pipeline.block_size}}},
-      {"averaging", {{"compression", to_string(s.averaging.compression)}, {"blockSize", s.averaging.block_size}}},
+      {"averaging",
+       {{"compression", to_string(s.averaging.compression)},
+        {"blockSize", s.averaging.block_size},
+        {"maxHandoffLagSteps", s.averaging.max_handoff_lag_steps}}},
       {"training",
        {{"globalBatch", t.global_batch},
         {"microbatch", t.microbatch},

@@ -296,6 +296,7 @@ void validate_job_spec(const JobSpec& spec, Issues& issues) {
   r.range("spec.pipeline.stages", spec.pipeline.stages, 2, 64);
   r.range("spec.pipeline.blockSize", spec.pipeline.block_size, 16, 65535);
   r.range("spec.averaging.blockSize", spec.averaging.block_size, 16, 65535);
+  r.range("spec.averaging.maxHandoffLagSteps", spec.averaging.max_handoff_lag_steps, 0, 64);
   check_training(spec.training, r);
   check_processes(spec, r);
   check_timeouts(spec.timeouts, r);

@@ -27,6 +27,8 @@ struct Refused {
 
 TEST(JobSpecRules, EachBrokenRuleNamesTheFieldAndTheValue) {
   const std::vector<Refused> cases = {
+      {"{averaging: {maxHandoffLagSteps: 65}}", "spec.averaging.maxHandoffLagSteps: must be <= 64, got 65"},
+      {"{averaging: {maxHandoffLagSteps: -1}}", "spec.averaging.maxHandoffLagSteps: must be >= 0, got -1"},
       {"{checkpoint: {path: \"s3://\"}}", "spec.checkpoint.path: bucket must have 3 to 63 characters, got \"\" in \"s3://\""},
       {"{checkpoint: {path: \"s3:///runs\"}}",
        "spec.checkpoint.path: bucket must have 3 to 63 characters, got \"\" in \"s3:///runs\""},

@@ -202,9 +202,10 @@ TEST(LocalRun, SingleProcessBaselineWritesTheSameSummary) {
   EXPECT_EQ(s["eval_loss"].get<double>(), 0) << s.dump();
 }
 
-// --baseline gpipe: the same worker and trainer processes with one worker per stage (even when the
-// spec asks for two) and the synchronous schedule: exactly the requested steps, each on exactly the
-// global batch (the flush), and the loss falls.
+// --baseline gpipe: the same worker and trainer processes and the synchronous schedule. With two
+// workers a stage, two pipelines of fixed workers (one trainer each, half the global batch each,
+// the stages' workers averaging): the same workers as the swarm, like for like. Exactly the
+// requested steps, each on exactly the global batch (the flush), and the loss falls.
 TEST(LocalRun, GpipeBaselineTrainsEachStepOnExactlyItsGlobalBatch) {
   const auto dir = fresh_dir("gpipe");
   const auto job = write_job(dir, R"(
@@ -225,9 +226,17 @@ TEST(LocalRun, GpipeBaselineTrainsEachStepOnExactlyItsGlobalBatch) {
   EXPECT_EQ(s["steps"], 6);
   EXPECT_EQ(s["samples"], 6 * 16) << "a flush per step: no microbatch of the next step in flight";
   EXPECT_EQ(s["microbatches_lost"], 0);
-  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({1, 1, 1}));
+  EXPECT_EQ(s["peers_per_stage"], nlohmann::json::array({2, 2, 2}));
   EXPECT_LT(s["loss_last"].get<double>(), s["loss_first"].get<double>()) << s.dump();
-  EXPECT_EQ(read_json(logs + "/processes.json").size(), 5u);  // registry, three workers, one trainer
+  EXPECT_EQ(read_json(logs + "/processes.json").size(), 9u);  // registry, six workers, two trainers
+  for (const char* t : {"trainer0", "trainer1"})  // each pipeline its half of every step
+    EXPECT_EQ(read_json(logs + "/" + t + ".json")["samples"], 6 * 8) << t;
+  EXPECT_EQ(s["rebalance_moves"], 0) << "fixed pipelines: the registry moves nobody";
+  // Every worker served: its pipeline's trainer sent it work (no worker sat idle as a spare).
+  for (const char* w : {"stage0-w0", "stage0-w1", "stage2-w0", "stage2-w1"}) {
+    const auto r = read_json(logs + "/" + w + ".worker.json");
+    EXPECT_GT(r.value("samples_processed", int64_t{0}), 0) << w << " " << r.dump();
+  }
 
   // And on the default job, as a user starts it.
   ASSERT_EQ(run({"local", std::string(SWARM_SOURCE_DIR) + "/examples/tiny-lm.yaml", "--baseline", "gpipe", "--steps", "3",

@@ -43,6 +43,7 @@ StageServer::Impl::Impl(WorkerOptions o)
                   static_cast<size_t>(opt.max_activations)) {
   model_cfg = model_config(opt.spec);
   codec = pipeline_codec(opt.spec);
+  max_handoff_lag = opt.spec.averaging.max_handoff_lag_steps;
   target_samples = opt.spec.training.global_batch;
   if (opt.stage < -1 || opt.stage >= opt.spec.pipeline.stages)
     throw std::invalid_argument("worker --stage: must be auto or in [0, " +
