@@ -12,7 +12,7 @@
 #include "common/s3_url.h"
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
-#include "worker/swarm/export.h"
+#include "worker/checkpoint/export.h"
 
 namespace swarm::cli {
 namespace {

@@ -1,5 +1,5 @@
 // swarm export | eval | generate: the trained model out of the checkpoints, its loss on data, and
-// text sampled from it (worker/swarm/export.h).
+// text sampled from it (worker/checkpoint/export.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

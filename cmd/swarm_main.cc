@@ -21,11 +21,11 @@
 #include "registry/registry_server.h"
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
-#include "worker/swarm/export.h"
-#include "worker/swarm/job_model.h"
-#include "worker/swarm/local_launcher.h"
-#include "worker/swarm/stage_server.h"
-#include "worker/swarm/trainer.h"
+#include "worker/checkpoint/export.h"
+#include "worker/runtime/job_model.h"
+#include "worker/local/launcher.h"
+#include "worker/stage/stage_server.h"
+#include "worker/trainer/trainer.h"
 
 namespace {
 

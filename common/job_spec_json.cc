@@ -453,14 +453,66 @@ void decode_job_spec(const json& doc, JobSpec& out, Issues& issues) {
 
 }  // namespace detail
 
+namespace {
+
+// to_json's sections, one per part of the spec.
+nlohmann::json training_json(const TrainingSpec& t) {
+  using nlohmann::json;
+  return {{"globalBatch", t.global_batch},
+          {"microbatch", t.microbatch},
+          {"maxSteps", t.max_steps},
+          {"evalBatches", t.eval_batches},
+          {"seed", t.seed},
+          {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
+          {"dataset",
+           {{"path", t.dataset.path},
+            {"format", to_string(t.dataset.format)},
+            {"textField", t.dataset.text_field},
+            {"validationFraction", t.dataset.validation_fraction}}},
+          {"optimizer",
+           {{"name", to_string(t.optimizer.name)},
+            {"learningRate", t.optimizer.learning_rate},
+            {"betas", json::array({t.optimizer.beta1, t.optimizer.beta2})},
+            {"epsilon", t.optimizer.epsilon},
+            {"weightDecay", t.optimizer.weight_decay},
+            {"gradClip", t.optimizer.grad_clip}}},
+          {"schedule",
+           {{"kind", to_string(t.schedule.kind)},
+            {"warmupSteps", t.schedule.warmup_steps},
+            {"minLearningRateRatio", t.schedule.min_learning_rate_ratio}}}};
+}
+
+nlohmann::json timeouts_json(const TimeoutsSpec& to) {
+  return {{"connectSeconds", to.connect_seconds},
+          {"forwardSeconds", to.forward_seconds},
+          {"backwardSeconds", to.backward_seconds},
+          {"averagingSeconds", to.averaging_seconds},
+          {"heartbeatSeconds", to.heartbeat_seconds},
+          {"peerExpirySeconds", to.peer_expiry_seconds},
+          {"activationTtlSeconds", to.activation_ttl_seconds}};
+}
+
+nlohmann::json checkpoint_json(const CheckpointSpec& c) {
+  nlohmann::json out{{"path", c.path}, {"everySteps", c.every_steps}, {"keep", c.keep}};
+  if (c.s3 != CheckpointS3Spec{}) {
+    nlohmann::json s3{{"endpoint", c.s3.endpoint}, {"region", c.s3.region}, {"partSizeMiB", c.s3.part_size_mib}};
+    if (c.s3.path_style) s3["pathStyle"] = *c.s3.path_style;
+    out["s3"] = std::move(s3);
+  }
+  return out;
+}
+
+nlohmann::json secret_json(const SecretSpec& secret) {
+  nlohmann::json out = {{"env", secret.env}};
+  if (!secret.secret_ref_name.empty() || !secret.secret_ref_key.empty())
+    out["secretRef"] = {{"name", secret.secret_ref_name}, {"key", secret.secret_ref_key}};
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const JobSpec& s) {
   using nlohmann::json;
-  const TrainingSpec& t = s.training;
-  const TimeoutsSpec& to = s.timeouts;
-  json secret = {{"env", s.secret.env}};
-  if (!s.secret.secret_ref_name.empty() || !s.secret.secret_ref_key.empty()) {
-    secret["secretRef"] = {{"name", s.secret.secret_ref_name}, {"key", s.secret.secret_ref_key}};
-  }
   json spec = {
       {"model",
        {{"vocabSize", s.model.vocab_size},
@@ -478,29 +530,7 @@ nlohmann::json to_json(const JobSpec& s) {
        {{"compression", to_string(s.averaging.compression)},
         {"blockSize", s.averaging.block_size},
         {"maxHandoffLagSteps", s.averaging.max_handoff_lag_steps}}},
-      {"training",
-       {{"globalBatch", t.global_batch},
-        {"microbatch", t.microbatch},
-        {"maxSteps", t.max_steps},
-        {"evalBatches", t.eval_batches},
-        {"seed", t.seed},
-        {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
-        {"dataset",
-         {{"path", t.dataset.path},
-          {"format", to_string(t.dataset.format)},
-          {"textField", t.dataset.text_field},
-          {"validationFraction", t.dataset.validation_fraction}}},
-        {"optimizer",
-         {{"name", to_string(t.optimizer.name)},
-          {"learningRate", t.optimizer.learning_rate},
-          {"betas", json::array({t.optimizer.beta1, t.optimizer.beta2})},
-          {"epsilon", t.optimizer.epsilon},
-          {"weightDecay", t.optimizer.weight_decay},
-          {"gradClip", t.optimizer.grad_clip}}},
-        {"schedule",
-         {{"kind", to_string(t.schedule.kind)},
-          {"warmupSteps", t.schedule.warmup_steps},
-          {"minLearningRateRatio", t.schedule.min_learning_rate_ratio}}}}},
+      {"training", training_json(s.training)},
       {"workers",
        {{"perStage", s.workers.per_stage},
         {"device", s.workers.device},
@@ -513,33 +543,16 @@ nlohmann::json to_json(const JobSpec& s) {
          {{"emaAlpha", s.trainers.routing.ema_alpha},
           {"backwardWeight", s.trainers.routing.backward_weight},
           {"explorePeerSeconds", s.trainers.routing.explore_peer_seconds}}}}},
-      {"timeouts",
-       {{"connectSeconds", to.connect_seconds},
-        {"forwardSeconds", to.forward_seconds},
-        {"backwardSeconds", to.backward_seconds},
-        {"averagingSeconds", to.averaging_seconds},
-        {"heartbeatSeconds", to.heartbeat_seconds},
-        {"peerExpirySeconds", to.peer_expiry_seconds},
-        {"activationTtlSeconds", to.activation_ttl_seconds}}},
-      {"secret", secret},
+      {"timeouts", timeouts_json(s.timeouts)},
+      {"secret", secret_json(s.secret)},
       {"rebalancing",
        {{"enabled", s.rebalancing.enabled},
         {"periodSeconds", s.rebalancing.period_seconds},
         {"minPeersPerStage", s.rebalancing.min_peers_per_stage},
         {"minGain", s.rebalancing.min_gain},
         {"cooldownSeconds", s.rebalancing.cooldown_seconds}}},
-      {"checkpoint",
-       {{"path", s.checkpoint.path},
-        {"everySteps", s.checkpoint.every_steps},
-        {"keep", s.checkpoint.keep}}},
+      {"checkpoint", checkpoint_json(s.checkpoint)},
   };
-  if (s.checkpoint.s3 != CheckpointS3Spec{}) {
-    json s3{{"endpoint", s.checkpoint.s3.endpoint},
-            {"region", s.checkpoint.s3.region},
-            {"partSizeMiB", s.checkpoint.s3.part_size_mib}};
-    if (s.checkpoint.s3.path_style) s3["pathStyle"] = *s.checkpoint.s3.path_style;
-    spec["checkpoint"]["s3"] = std::move(s3);
-  }
   if (s.security.transport) spec["security"] = {{"transport", to_string(*s.security.transport)}};
   return json{{"apiVersion", s.api_version},
               {"kind", s.kind},

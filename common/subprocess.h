@@ -1,7 +1,7 @@
 // Child processes: spawn (fork + exec, optionally in a process group of its own, output to a log
 // file), reap (non-blocking, or within a deadline), signal a process or its group. One
-// implementation for `swarm local` (worker/swarm/local_launcher.cc) and for the tests that run
-// programs (tests/swarm/swarm_process.h, tests/operator/testenv.cc, ...). POSIX only; no threads.
+// implementation for `swarm local` (worker/local/launcher.cc) and for the tests that run
+// programs (tests/local/swarm_process.h, tests/operator/testenv.cc, ...). POSIX only; no threads.
 //
 // Ownership: the free functions work on raw pids and own nothing: whoever spawned a pid reaps it
 // (a pid that is never reaped stays a zombie until this process exits; a pid reaped twice may

@@ -493,7 +493,7 @@ HttpReply RegistryService::post_progress(const Request& req) {
   json out = wire::to_json(
       steps_.report_progress(req.stage, req.step, peer, samples, target, peers_, t, admitted));
   // The stage's newest step: a peer whose step the book has finished without it learns how far
-  // its stage got (stage_membership.cc, resync).
+  // its stage got (worker/stage/membership.cc, resync).
   out["newestStep"] = steps_.newest_step(req.stage);
   return reply(200, out);
 }

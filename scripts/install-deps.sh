@@ -13,7 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsentencepiece-dev sentencepiece         # SentencePiece tokenizers; spm_train for the tests
   iproute2 iptables                          # emulated regions (bench/net/regions.sh)
-  python3-torch python3-venv                 # plain PyTorch checks an exported model (tests/export)
+  python3-torch python3-venv                 # plain PyTorch checks an exported model (tests/checkpoint)
   clang                                       # thread-safety analysis of control and data plane (tests/tsa)
   libclang-rt-dev                             # libFuzzer and the sanitizer runtimes (tests/fuzz)
   fortunes fortunes-min                       # the default training text

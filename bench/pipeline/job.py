@@ -140,7 +140,7 @@ def usable_cores():
 
 def threads_per_stage(job, cores=None):
     """Torch intra-op threads of each stage: what `swarm local` gives each worker
-    (worker/swarm/local_launcher.cc): spec.workers.threads, else cores / workers, at least 1."""
+    (worker/local/launcher.cc): spec.workers.threads, else cores / workers, at least 1."""
     if job["threads"] > 0:
         return job["threads"]
     cores = cores or usable_cores()

@@ -1,7 +1,7 @@
 """The swarm's transformer LM, one pipeline stage at a time, written with PyTorch modules.
 
 The same architecture and arithmetic as worker/model/transformer.cc and stage.cc (documented for
-the exported file in worker/swarm/export.h): token + learned position embedding on the first
+the exported file in worker/checkpoint/export.h): token + learned position embedding on the first
 stage; pre-LayerNorm decoder blocks (LayerNorm eps 1e-5, fused qkv projection split as
 [q | k | v], causal attention through F.scaled_dot_product_attention(is_causal=True) as the C++
 code runs it (fused; softmax of the scores scaled by 1/sqrt(head size) over past and present

@@ -23,8 +23,8 @@
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
 #include "worker/model/state.h"
-#include "worker/swarm/checkpoint.h"
-#include "worker/swarm/job_model.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/runtime/job_model.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzz target: a stage's checkpoint restore (worker/swarm/checkpoint.h): list_checkpoints finds
+// Fuzz target: a stage's checkpoint restore (worker/checkpoint/checkpoint.h): list_checkpoints finds
 // the files of a stage folder by name, open_checkpoint reads and authenticates one, load_state
 // decodes it. The input is a file name line, then a flag byte and the state's bytes
 // (state_fixture.h); with bit 1 of the flag the target appends a valid authentication trailer for
@@ -19,7 +19,7 @@
 
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/state_fixture.h"
-#include "worker/swarm/checkpoint.h"
+#include "worker/checkpoint/checkpoint.h"
 
 namespace fs = std::filesystem;
 using namespace swarm;

@@ -10,11 +10,11 @@
 #include "common/s3_url.h"
 #include "tests/storage/minio_server.h"
 #include "common/ports.h"
-#include "tests/swarm/fault_matrix_helpers.h"
-#include "tests/swarm/swarm_process.h"
+#include "tests/local/fault_matrix_helpers.h"
+#include "tests/local/swarm_process.h"
 #include "worker/storage/s3_client.h"
-#include "worker/swarm/checkpoint.h"
-#include "worker/swarm/checkpoint_s3.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/object_store.h"
 
 namespace {
 

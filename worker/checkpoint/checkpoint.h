@@ -1,0 +1,76 @@
+// Stage checkpoints on a shared directory: <dir>/stage-<s>/step-<000000123>.ckpt, each the bytes of
+// model::save_state (parameters, optimizer state, step). Written atomically — a temporary file,
+// fsync, rename, fsync of the directory — so a crash mid-write never corrupts the last good one;
+// older checkpoints beyond `keep` are pruned after a successful write.
+//
+// Authenticated: each file is the state bytes followed by a 56-byte trailer,
+//   "SWCKPT01" | i64 stage | i64 step | HMAC-SHA256(K, state bytes || the trailer's first 24 bytes)
+// with K = HKDF-SHA256(job secret, "", "swarm checkpoint v1") (checkpoint_key). A file changed on
+// the volume, written without the job's secret, or renamed to another stage or step is refused on
+// restore (open_checkpoint throws, naming the file and why); the restoring peer then tries the next
+// older one. To resume from checkpoints after deleting and re-creating a job, give it the same
+// secret (spec.secret.secretRef; `swarm local --log-dir` keeps its own in the log folder).
+//
+// In object storage (spec.checkpoint.path s3://bucket/prefix; worker/checkpoint/object_store.cc) the same bytes go
+// to <prefix>/stage-<s>/step-<000000123>.ckpt (a multipart upload above the part size), then a
+// manifest <prefix>/stage-<s>/step-<000000123>.manifest.json {stage, step, object, bytes, sha256}
+// is written last: only checkpoints with a manifest are listed, and restoring one checks its size
+// and SHA-256 against the manifest before its trailer, so a half-uploaded checkpoint is never
+// restored (the restoring peer tries the next older one).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/job_spec.h"
+
+namespace swarm::runtime {
+
+// Where a job's checkpoints are: a directory, or s3://bucket[/prefix] with its settings (the
+// credentials come from the environment, storage/s3_client.h).
+struct CheckpointLocation {
+  std::string path;
+  CheckpointS3Spec s3;
+  CheckpointLocation(std::string p) : path(std::move(p)) {}  // NOLINT: a directory converts
+  CheckpointLocation(const char* p) : path(p) {}             // NOLINT
+  explicit CheckpointLocation(const CheckpointSpec& c) : path(c.path), s3(c.s3) {}
+  bool object_storage() const;
+};
+
+struct CheckpointFile {
+  std::string path;
+  int64_t step = 0;
+};
+
+// "step-000000123.ckpt": the name of a step's checkpoint in its stage's folder.
+std::string checkpoint_step_name(int64_t step);
+
+// The checkpoint key of a job secret (throws std::invalid_argument for an empty secret).
+std::string checkpoint_key(const std::string& secret);
+
+// Writes `bytes` as stage `stage`'s checkpoint of `step`, authenticated with `key`. Throws
+// std::runtime_error naming the path on any I/O failure (the previous checkpoints stay intact).
+// Returns where it went (a path or an s3:// URL).
+std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes,
+                             int64_t keep, const std::string& key);
+
+// The stage's checkpoints, newest first. Unfinished temporary files and objects without a manifest
+// are ignored.
+std::vector<CheckpointFile> list_checkpoints(const CheckpointLocation& where, int stage);
+
+// Reads a checkpoint's bytes as they are (trailer included); throws std::runtime_error naming the
+// path (in object storage: also when the object does not match its manifest).
+std::string read_checkpoint(const CheckpointLocation& where, const CheckpointFile& f);
+std::string read_checkpoint(const std::string& path);  // a file
+
+// Reads and authenticates checkpoint `f` of stage `stage`; returns its state bytes. Throws
+// std::runtime_error "checkpoint <path>: ..." when it cannot be read, has no trailer, names another
+// stage or step than its place, or fails authentication.
+std::string open_checkpoint(const CheckpointLocation& where, const CheckpointFile& f, int stage, const std::string& key);
+std::string open_checkpoint(const CheckpointFile& f, int stage, const std::string& key);  // a file
+// open_checkpoint's checks of bytes already read (read_checkpoint) with `key`.
+std::string authenticate_checkpoint(std::string bytes, const CheckpointFile& f, int stage, const std::string& key);
+
+}  // namespace swarm::runtime
