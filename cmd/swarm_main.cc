@@ -169,6 +169,8 @@ struct WorkerCommand {
     cmd->add_option("--checkpoint-dir", checkpoint_dir, "overrides spec.checkpoint.path");
     cmd->add_option("--checkpoint-every", checkpoint_every, "overrides spec.checkpoint.everySteps")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--steps", worker.max_steps, "the training's last step (default spec.training.maxSteps)")
+        ->check(CLI::PositiveNumber);
     cmd->add_option("--report", worker.report_path,
                     "JSON file written on exit: the events this worker counted, and any the registry never took");
   }

@@ -300,7 +300,7 @@ void LocalRun::start_worker(const std::string& id, int s) {
   const std::string report = dir_ + "/" + id + ".worker.json";
   if (std::find(worker_reports_.begin(), worker_reports_.end(), report) == worker_reports_.end())
     worker_reports_.push_back(report);
-  args.insert(args.end(), {"--report", report});
+  args.insert(args.end(), {"--report", report, "--steps", std::to_string(max_steps_)});
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
   start({"worker " + id, "worker", id, s, id + ".log", {}}, args);
@@ -569,7 +569,8 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
                         "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures",
-                        "stale_handoffs_taken", "stale_handoff_samples"})
+                        "stale_handoffs_taken", "stale_handoff_samples", "handoff_samples_unconfirmed",
+                        "samples_past_last_step"})
     summary[k] = events.value(k, int64_t{0});
   // What the workers counted themselves beside what the registry heard (they differ by the counts
   // of workers killed outright, and by any the registry never acknowledged: events_unacknowledged).

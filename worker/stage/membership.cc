@@ -121,6 +121,7 @@ void StageServer::Impl::become_stage(int s, const char* why) {
   }
   fingerprint = model::param_fingerprint(*model);
   metrics->set_optimizer_step(s, static_cast<double>(step.load()));
+  learn_step_progress();
   ready = true;
   try {
     announce();
@@ -391,12 +392,34 @@ void StageServer::Impl::resync() {
   // waits a moment before the peer serves (and may fall behind) again.
   if (step.load() == last_resync_step) std::this_thread::sleep_for(std::chrono::milliseconds(500));
   last_resync_step = step.load();
+  learn_step_progress();
   ready = true;
   report_event("resyncs", 1);
   report_dropped(s, before, lost);
   spdlog::info("worker {}: re-synced stage {} from step {} to {} ({} local samples dropped)", opt.peer_id, s,
                before, step.load(), lost);
   cv.notify_all();
+}
+
+void StageServer::Impl::learn_step_progress() {
+  // A peer that just took a donor's state at step r may find r closing: the donor gave its
+  // state after the stage reached its global batch, before it averaged. Serving at once, it
+  // admitted forwards into a step that then closed without it and dropped them in a re-sync (a
+  // clean-clone CI run: 4 samples lost on a reclaim). Asked first, the registry says so; the peer
+  // admits nothing into r, and averages with no samples or re-syncs with none to drop.
+  try {
+    const auto view = registry->report_progress(stage.load(), step.load(), opt.peer_id, 0, target_samples, 0);
+    swarm::MutexLock lk(mu);
+    if (view.step != step.load()) return;
+    others_samples = std::max<int64_t>(0, view.samples_total);
+    target_latched = target_latched || view.target_reached;
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: cannot read step {}'s progress before serving: {}", opt.peer_id, step.load(), e.what());
+  }
+}
+
+int64_t StageServer::Impl::max_steps() const {
+  return opt.max_steps > 0 ? opt.max_steps : opt.spec.training.max_steps;
 }
 
 void StageServer::Impl::complete_leave() {
@@ -419,7 +442,9 @@ void StageServer::Impl::complete_leave() {
     lost += samples_done;
   }
   if (alone && !opt.spec.checkpoint.path.empty()) write_checkpoint_now(/*wait=*/true);
-  report_event("samples_lost", lost);
+  // Past the training's last step (the run ends, every worker drains) a partial step is never
+  // taken by anyone: surplus the trainers sent before they stopped, not training lost.
+  report_event(step.load() >= max_steps() ? "samples_past_last_step" : "samples_lost", lost);
   // The gradient is settled (handed off or counted): the registry must not count it again if
   // this process dies before it deregisters.
   {
@@ -480,7 +505,7 @@ void StageServer::Impl::maybe_checkpoint(bool writer) {
   if (!writer || opt.spec.checkpoint.path.empty()) return;
   // Every everySteps steps, and the last step of the training (what the export at the end takes).
   const int64_t now = step.load();
-  if (now % opt.spec.checkpoint.every_steps != 0 && now != opt.spec.training.max_steps) return;
+  if (now % opt.spec.checkpoint.every_steps != 0 && now != max_steps()) return;
   write_checkpoint_now();
 }
 

@@ -37,6 +37,9 @@ struct WorkerOptions {
   // A JSON file written as the worker stops: the events it counted itself and any the registry
   // never acknowledged (empty: none). `swarm local` reads them into its summary.
   std::string report_path;
+  // The training's last step (`swarm local --steps`); 0 = spec.training.maxSteps. Gradient a
+  // peer holds past it when it stops is surplus, not lost (samples_past_last_step).
+  int64_t max_steps = 0;
 };
 
 struct WorkerStatus {

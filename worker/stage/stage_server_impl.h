@@ -101,6 +101,10 @@ struct StageServer::Impl {
   void report_failure();                      // to the registry; retried by the heartbeat
   void resync();                              // behind the stage: drop local work, download
   void complete_leave();                      // hand off gradients, then move or stop
+  // Before serving after a join or re-sync: the registry's progress of this peer's step (whether
+  // it already reached its global batch), so the peer never admits work into a closing step.
+  void learn_step_progress();
+  int64_t max_steps() const;                  // the training's last step (opt.max_steps or the spec's)
   bool handoff_gradients();                   // to another live peer of the stage
   // One offer of the flat gradient to peer p: Taken; StepClosed or Refused (it said no, another
   // may take it); Unconfirmed (sent, no answer: it may hold it, so no one else is asked).
