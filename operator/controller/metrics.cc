@@ -1,36 +1,33 @@
-#ifndef _TURN_OFF_PLATFORM_STRING
-#define _TURN_OFF_PLATFORM_STRING  // cpprest's U() macro collides with fmt
-#endif
 #include "operator/controller/metrics.h"
 
-#include <cpprest/http_listener.h>
 #include <prometheus/text_serializer.h>
+
+#include "common/http_server.h"
 
 namespace swarm::op {
 
 struct OperatorMetrics::Endpoint {
   Endpoint(const std::string& host, int port, const OperatorMetrics* m)
-      : listener("http://" + host + ":" + std::to_string(port) + "/") {
-    listener.support(web::http::methods::GET, [m](web::http::http_request req) {
-      const auto path = req.relative_uri().path();
-      auto done = [](pplx::task<void> t) { try { t.get(); } catch (...) {} };
-      if (path == "/metrics" || path == "/metrics/") {
-        req.reply(web::http::status_codes::OK, m->exposition(), "text/plain; version=0.0.4").then(done);
-      } else if (path == "/healthz" || path == "/readyz") {
-        req.reply(web::http::status_codes::OK, "ok\n").then(done);
-      } else {
-        req.reply(web::http::status_codes::NotFound, "not found\n").then(done);
-      }
-    });
-    listener.open().wait();
+      : server(host, port, [m](const http::Request& req) { return answer(*m, req); }, options()) {
+    server.start();
   }
-  ~Endpoint() {
-    try {
-      listener.close().wait();
-    } catch (...) {
+  static http::ServerOptions options() {
+    http::ServerOptions o;
+    o.threads = 1;  // a scrape now and then, and the kubelet's probes
+    return o;
+  }
+  static http::Response answer(const OperatorMetrics& m, const http::Request& req) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      http::Response r{405, "method: GET only, got " + req.method + "\n"};
+      r.headers.emplace_back("Allow", "GET, HEAD");
+      return r;
     }
+    if (req.path == "/metrics" || req.path == "/metrics/")
+      return http::Response{200, m.exposition(), "text/plain; version=0.0.4"};
+    if (req.path == "/healthz" || req.path == "/readyz") return http::Response{200, "ok\n"};
+    return http::Response{404, "not found\n"};
   }
-  web::http::experimental::listener::http_listener listener;
+  http::Server server;  // stops when destroyed
 };
 
 OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {

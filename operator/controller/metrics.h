@@ -1,5 +1,5 @@
-// The operator's Prometheus metrics, served on /metrics by a cpprest listener (prometheus-cpp's
-// civetweb exposer is unreliable here). Names:
+// The operator's Prometheus metrics, served on /metrics (and /healthz, /readyz) by the project's
+// HTTP server (common/http_server.h: bodies bounded while read; GET and HEAD only). Names:
 //   swarm_operator_reconciles_total{result}             ok | error
 //   swarm_operator_reconcile_duration_seconds           histogram
 //   swarm_operator_reconcile_errors_total

@@ -12,7 +12,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:?usage: fuzz.sh BUILD_DIR SECONDS [TARGET...]}
 seconds=${2:?usage: fuzz.sh BUILD_DIR SECONDS [TARGET...]}
 shift 2
-all=(fuzz_frame fuzz_blockwise8 fuzz_registry fuzz_registry_wire fuzz_job_yaml fuzz_job_json fuzz_state fuzz_checkpoint)
+all=(fuzz_frame fuzz_blockwise8 fuzz_http fuzz_registry fuzz_registry_wire fuzz_job_yaml fuzz_job_json fuzz_state fuzz_checkpoint fuzz_safetensors)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 cxx=${FUZZ_CXX:-clang++}

@@ -1,7 +1,8 @@
 // make_seeds OUT_DIR: writes the generated seed corpora of the fuzz targets (tests/fuzz/corpus/
 // holds its output): OUT_DIR/frame (valid frames made with encode_frame, signed with kSecret),
 // OUT_DIR/state and OUT_DIR/checkpoint (save_state blobs of the tiny stage, in the input layouts of
-// state_fixture.h and checkpoint_fuzz.cc) and OUT_DIR/job_json (to_json of valid specs). Rerun it
+// state_fixture.h and checkpoint_fuzz.cc), OUT_DIR/job_json (to_json of valid specs) and
+// OUT_DIR/safetensors (files write_safetensors wrote). Rerun it
 // when a format changes: `build-fuzz/fuzz/make_seeds tests/fuzz/corpus`.
 #include <cstdint>
 #include <cmath>
@@ -17,6 +18,9 @@
 #include "worker/net/blockwise8.h"
 #include "worker/net/frame.h"
 #include "worker/net/message.h"
+#include "worker/checkpoint/safetensors.h"
+
+#include <torch/torch.h>
 
 namespace fs = std::filesystem;
 using namespace swarm;
@@ -98,6 +102,22 @@ void write_job_json_seeds(const fs::path& out) {
   write(out / "job_json" / "checkpoints.json", to_json(spec).dump());
 }
 
+// Files as write_safetensors writes them (safetensors_fuzz.cc): one tensor; several with metadata,
+// an empty one and a scalar.
+void write_safetensors_seeds(const fs::path& out) {
+  fs::create_directories(out / "safetensors");
+  runtime::TensorFile one;
+  one.tensors.emplace_back("w", torch::arange(6, torch::kFloat).reshape({2, 3}));
+  runtime::write_safetensors((out / "safetensors" / "one.safetensors").string(), one);
+  runtime::TensorFile many;
+  many.metadata["format"] = "pt";
+  many.metadata["step"] = "12";
+  many.tensors.emplace_back("embed.weight", torch::full({4, 2}, 0.5));
+  many.tensors.emplace_back("empty", torch::empty({0, 3}));
+  many.tensors.emplace_back("scale", torch::full({}, 2.0));
+  runtime::write_safetensors((out / "safetensors" / "many.safetensors").string(), many);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +138,7 @@ int main(int argc, char** argv) {
   write_state_seeds(out);
   write_job_json_seeds(out);
   write_blockwise8_seeds(out);
+  write_safetensors_seeds(out);
   std::cout << "seeds written under " << out.string() << "\n";
   return 0;
 }

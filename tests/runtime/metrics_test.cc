@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "registry/registry_client.h"
+#include "tests/common/raw_http.h"
 #include "tests/planner/peer_records.h"
 #include "tests/stage/swarm_fixture.h"
 #include "worker/runtime/metrics.h"
@@ -79,6 +81,27 @@ TEST(Metrics, ReadyzFollowsTheReadinessCallback) {
   EXPECT_EQ(readyz(m.port()), 503);
   m.set_readiness(nullptr);
   EXPECT_EQ(readyz(m.port()), 503);
+}
+
+// A client cannot make a worker's metrics endpoint hold a body: a 300 MiB upload is refused while
+// it is sent, this process's peak memory stays where it was (each TEST is a process of its own
+// under ctest), and the endpoint still serves.
+TEST(Metrics, TheEndpointRefusesABodyWithoutHoldingIt) {
+  runtime::Metrics m("127.0.0.1:0", "worker", "p");
+  const long before_kb = testing::peak_rss_kb(::getpid());
+  for (bool chunked : {true, false}) {
+    SCOPED_TRACE(chunked ? "chunked" : "Content-Length");
+    const testing::Upload u = testing::upload(m.port(), "POST", "/metrics", size_t{300} << 20, chunked);
+    const long after_kb = testing::peak_rss_kb(::getpid());
+    std::cout << "worker metrics endpoint, 300 MiB " << (chunked ? "chunked" : "Content-Length") << " POST: answered "
+              << u.reply.status << " after " << u.seconds << " s; this process's VmHWM " << before_kb << " kB -> "
+              << after_kb << " kB" << std::endl;
+    EXPECT_EQ(u.reply.status, 413) << u.reply.body;
+    EXPECT_LT(u.seconds, 10.0);
+    EXPECT_LT(after_kb - before_kb, 20 * 1024);
+  }
+  EXPECT_EQ(readyz(m.port()), 503);
+  EXPECT_NE(scrape(m.port()).find("swarm_loss"), std::string::npos);
 }
 
 // A worker is ready while it serves its stage and stops being ready when it stops.

@@ -1,14 +1,11 @@
-#ifndef _TURN_OFF_PLATFORM_STRING
-#define _TURN_OFF_PLATFORM_STRING  // cpprest's U() macro collides with fmt
-#endif
 #include "worker/runtime/metrics.h"
 
-#include <cpprest/http_listener.h>
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/http_server.h"
 #include "common/ports.h"
 
 namespace swarm::runtime {
@@ -22,6 +19,33 @@ prometheus::Histogram::BucketBoundaries latency_buckets() {
 }
 
 }  // namespace
+
+struct Metrics::Endpoint {
+  Endpoint(const std::string& host, int port, const Metrics* metrics)
+      : server(host, port, [metrics](const http::Request& req) { return answer(*metrics, req); }, options()) {
+    server.start();
+  }
+  static http::ServerOptions options() {
+    http::ServerOptions o;
+    o.threads = 1;  // a scrape now and then, and the kubelet's probes
+    return o;
+  }
+  static http::Response answer(const Metrics& m, const http::Request& req) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      http::Response r{405, "method: GET only, got " + req.method + "\n"};
+      r.headers.emplace_back("Allow", "GET, HEAD");
+      return r;
+    }
+    if (req.path == "/metrics" || req.path == "/metrics/")
+      return http::Response{200, m.exposition(), "text/plain; version=0.0.4"};
+    if (req.path == "/readyz") {
+      const bool ready = m.ready();
+      return http::Response{ready ? 200 : 503, ready ? "serving\n" : "not serving\n"};
+    }
+    return http::Response{404, "not found: " + req.path + "\n"};
+  }
+  http::Server server;  // stops when destroyed
+};
 
 Metrics::Metrics(const std::string& bind, const std::string& role, const std::string& peer_id)
     : registry_(std::make_shared<prometheus::Registry>()), base_{{"role", role}, {"peer", peer_id}} {
@@ -93,51 +117,16 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
   staging_buffers_ = &BuildGauge().Name("swarm_staging_buffers")
                           .Help("Buffers held by the host staging pool").Register(*registry_).Add(base_);
 
-  // /metrics is served by cpprest's listener (prometheus-cpp's civetweb exposer fails to start in
-  // a process that also loads Debian's libtorch). cpprest cannot bind port 0 and report it, so a
-  // free port is probed first, and re-probed if another process takes it in between.
+  // /metrics is served by the project's HTTP server (prometheus-cpp's civetweb exposer fails to
+  // start in a process that also loads Debian's libtorch; cpprest's listener buffers any body).
   auto [host, port] = split_host_port(bind, "metrics address");
-  for (int attempt = 0; !endpoint_; ++attempt) {
-    const int p = port != 0 ? port : pick_free_port(host);
-    try {
-      auto ep = std::make_unique<Endpoint>(host, p, this);
-      endpoint_ = std::move(ep);
-      port_ = p;
-    } catch (const std::exception& e) {
-      if (port != 0 || attempt >= 5)
-        throw std::runtime_error("metrics: cannot listen on " + host + ":" + std::to_string(p) + ": " + e.what());
-    }
+  try {
+    endpoint_ = std::make_unique<Endpoint>(host, port, this);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("metrics: cannot listen on " + host + ":" + std::to_string(port) + ": " + e.what());
   }
+  port_ = endpoint_->server.port();
 }
-
-struct Metrics::Endpoint {
-  Endpoint(const std::string& host, int port, const Metrics* metrics)
-      : listener("http://" + host + ":" + std::to_string(port) + "/") {
-    listener.support(web::http::methods::GET, [metrics](web::http::http_request req) {
-      const auto path = req.relative_uri().path();
-      if (path == "/metrics" || path == "/metrics/") {
-        req.reply(web::http::status_codes::OK, metrics->exposition(), "text/plain; version=0.0.4")
-            .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
-      } else if (path == "/readyz") {
-        const bool ready = metrics->ready();
-        req.reply(ready ? web::http::status_codes::OK : web::http::status_codes::ServiceUnavailable,
-                  ready ? "serving\n" : "not serving\n", "text/plain")
-            .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
-      } else {
-        req.reply(web::http::status_codes::NotFound, "not found: " + path + "\n")
-            .then([](pplx::task<void> t) { try { t.get(); } catch (...) {} });
-      }
-    });
-    listener.open().wait();
-  }
-  ~Endpoint() {
-    try {
-      listener.close().wait();
-    } catch (...) {
-    }
-  }
-  web::http::experimental::listener::http_listener listener;
-};
 
 Metrics::~Metrics() = default;
 

@@ -11,6 +11,7 @@
 
 #include "common/crypto.h"
 #include "common/percent_encode.h"
+#include "common/thread_annotations.h"
 
 namespace swarm::storage {
 namespace {
@@ -117,9 +118,11 @@ S3Settings S3Settings::resolve(const CheckpointS3Spec& spec) {
 
 struct S3Client::Impl {
   const S3Settings& s;
-  CURL* curl = nullptr;
-  std::mutex mu;  // one request at a time on the handle (libcurl handles are not shared)
-  S3Traffic traffic;
+  // mu: one try at a time on the handle (a libcurl handle is not shared), and the figures. Held
+  // for one try, never across a retry's back-off: another thread's request goes on meanwhile.
+  swarm::Mutex mu;
+  CURL* curl GUARDED_BY(mu) = nullptr;
+  S3Traffic traffic GUARDED_BY(mu);
 
   explicit Impl(const S3Settings& settings) : s(settings) {
     curl_init_once();
@@ -141,7 +144,7 @@ struct S3Client::Impl {
   }
 
   // One try: the HTTP status (0 when none came) and curl's error text in `failure`.
-  Response send_once(const Request& r, std::string& failure) {
+  Response send_once(const Request& r, std::string& failure) REQUIRES(mu) {
     Response out;
     curl_easy_reset(curl);
     const std::string url = url_of(r);
@@ -195,14 +198,17 @@ struct S3Client::Impl {
 
   // Sends with retries; throws S3Error unless the answer is 2xx (or 404 with allow_404).
   // CompleteMultipartUpload may answer 200 with an <Error> body: that counts as a failure.
-  Response send(const Request& r, const std::string& what, bool allow_404 = false) {
-    std::lock_guard<std::mutex> lock(mu);
+  Response send(const Request& r, const std::string& what, bool allow_404 = false) EXCLUDES(mu) {
     std::string failure, code, message;
     long status = 0;
     for (int attempt = 1;; ++attempt) {
-      ++traffic.requests;
-      failure.clear();
-      Response resp = send_once(r, failure);
+      Response resp;
+      {
+        swarm::MutexLock lock(mu);
+        ++traffic.requests;
+        failure.clear();
+        resp = send_once(r, failure);
+      }
       status = resp.status;
       const bool ok2xx = status >= 200 && status < 300;
       // An object's bytes are never read as XML; an error answer and a POST's answer are.
@@ -212,8 +218,11 @@ struct S3Client::Impl {
       if ((ok2xx && code.empty()) || (allow_404 && status == 404)) return resp;
       if (ok2xx) status = 500;  // an <Error> inside a 200 answer (CompleteMultipartUpload): retry
       if (!transient(status, code) || attempt >= s.attempts) break;
-      ++traffic.retries;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 << (attempt - 1)));
+      {
+        swarm::MutexLock lock(mu);
+        ++traffic.retries;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200 << (attempt - 1)));  // unlocked
     }
     std::string where = what + " s3://" + r.bucket + "/" + r.key + " at " + s.endpoint + ": ";
     if (status == 0) throw S3Error(where + "no answer (" + failure + ")", 0, "");
@@ -231,7 +240,7 @@ S3Client::S3Client(S3Settings settings) : impl_(nullptr), settings_(std::move(se
 S3Client::~S3Client() { delete impl_; }
 
 S3Traffic S3Client::traffic() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  swarm::MutexLock lock(impl_->mu);
   return impl_->traffic;
 }
 
