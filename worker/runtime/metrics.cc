@@ -47,8 +47,8 @@ struct Metrics::Endpoint {
   http::Server server;  // stops when destroyed
 };
 
-Metrics::Metrics(const std::string& bind, const std::string& role, const std::string& peer_id)
-    : registry_(std::make_shared<prometheus::Registry>()), base_{{"role", role}, {"peer", peer_id}} {
+// Requests, bytes on the wire, stage time and the events a worker counts.
+void Metrics::register_request_metrics() {
   using namespace prometheus;
   samples_ = &BuildCounter().Name("swarm_samples_processed_total")
                   .Help("Samples processed, by stage and operation").Register(*registry_);
@@ -67,6 +67,23 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                    .Help("Bytes received on the data plane").Register(*registry_);
   sent_ = &sent.Add(base_);
   received_ = &recv.Add(base_);
+  events_ = &BuildCounter().Name("swarm_worker_events_total")
+                 .Help("Events this worker counted itself, by kind (resyncs, handoffs, stale_handoffs_taken, "
+                       "unaveraged_steps, samples_lost, ...): the same counts the registry sums over the job")
+                 .Register(*registry_);
+  compute_seconds_ = &BuildCounter().Name("swarm_stage_compute_seconds_total")
+                         .Help("Seconds of compute per stage: on a worker, its own (forward, backward); on a trainer, "
+                               "what the stages it called report for its requests")
+                         .Register(*registry_);
+  wait_seconds_ = &BuildCounter().Name("swarm_stage_wait_seconds_total")
+                      .Help("On a trainer: seconds its requests to each stage spent outside the stage's compute "
+                            "(network, queue); with swarm_stage_compute_seconds_total, whether a job is network-bound")
+                      .Register(*registry_);
+}
+
+// Loss, steps, peers, averaging, learning rate, fp16 loss scale, resets and data wait.
+void Metrics::register_training_metrics() {
+  using namespace prometheus;
   auto& loss = BuildGauge().Name("swarm_loss").Help("Training loss (moving average)").Register(*registry_);
   loss_ = &loss.Add(base_);
   step_ = &BuildGauge().Name("swarm_optimizer_step")
@@ -87,25 +104,6 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                        .Help("Times this worker found its stage without state (no live peer, no checkpoint) "
                              "after the job had trained: the job stops")
                        .Register(*registry_).Add(base_);
-  events_ = &BuildCounter().Name("swarm_worker_events_total")
-                 .Help("Events this worker counted itself, by kind (resyncs, handoffs, stale_handoffs_taken, "
-                       "unaveraged_steps, samples_lost, ...): the same counts the registry sums over the job")
-                 .Register(*registry_);
-  staging_allocations_ = &BuildCounter().Name("swarm_staging_buffer_allocations_total")
-                              .Help("Host staging buffers allocated (pinned on CUDA); flat once warm")
-                              .Register(*registry_).Add(base_);
-  staging_reuses_ = &BuildCounter().Name("swarm_staging_buffer_reuses_total")
-                         .Help("Host staging buffers reused from the pool").Register(*registry_).Add(base_);
-  staging_bytes_ = &BuildGauge().Name("swarm_staging_cached_bytes")
-                        .Help("Bytes held by the host staging pool").Register(*registry_).Add(base_);
-  compute_seconds_ = &BuildCounter().Name("swarm_stage_compute_seconds_total")
-                         .Help("Seconds of compute per stage: on a worker, its own (forward, backward); on a trainer, "
-                               "what the stages it called report for its requests")
-                         .Register(*registry_);
-  wait_seconds_ = &BuildCounter().Name("swarm_stage_wait_seconds_total")
-                      .Help("On a trainer: seconds its requests to each stage spent outside the stage's compute "
-                            "(network, queue); with swarm_stage_compute_seconds_total, whether a job is network-bound")
-                      .Register(*registry_);
   data_wait_total_ = &BuildCounter().Name("swarm_data_wait_seconds_total")
                          .Help("On a trainer: seconds its microbatches waited on the dataset (drawing windows, "
                                "copying them into tensors); per step: its rate over swarm_optimizer_step's")
@@ -114,8 +112,27 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
                    .Help("On a trainer: seconds one microbatch waited on the dataset")
                    .Register(*registry_)
                    .Add(base_, Histogram::BucketBoundaries{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
+}
+
+// The host staging pool (pinned buffers on CUDA).
+void Metrics::register_staging_metrics() {
+  using namespace prometheus;
+  staging_allocations_ = &BuildCounter().Name("swarm_staging_buffer_allocations_total")
+                              .Help("Host staging buffers allocated (pinned on CUDA); flat once warm")
+                              .Register(*registry_).Add(base_);
+  staging_reuses_ = &BuildCounter().Name("swarm_staging_buffer_reuses_total")
+                         .Help("Host staging buffers reused from the pool").Register(*registry_).Add(base_);
+  staging_bytes_ = &BuildGauge().Name("swarm_staging_cached_bytes")
+                        .Help("Bytes held by the host staging pool").Register(*registry_).Add(base_);
   staging_buffers_ = &BuildGauge().Name("swarm_staging_buffers")
                           .Help("Buffers held by the host staging pool").Register(*registry_).Add(base_);
+}
+
+Metrics::Metrics(const std::string& bind, const std::string& role, const std::string& peer_id)
+    : registry_(std::make_shared<prometheus::Registry>()), base_{{"role", role}, {"peer", peer_id}} {
+  register_request_metrics();
+  register_training_metrics();
+  register_staging_metrics();
 
   // /metrics is served by the project's HTTP server (prometheus-cpp's civetweb exposer fails to
   // start in a process that also loads Debian's libtorch; cpprest's listener buffers any body).

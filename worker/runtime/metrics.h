@@ -66,6 +66,11 @@ class Metrics {
   void set_compute_state(const ComputeState& state) EXCLUDES(compute_mu_);
 
  private:
+  // The constructor's families, by concern.
+  void register_request_metrics();
+  void register_training_metrics();
+  void register_staging_metrics();
+
   prometheus::Gauge& gauge(prometheus::Family<prometheus::Gauge>& f, int stage);
 
   std::shared_ptr<prometheus::Registry> registry_;
