@@ -2,33 +2,9 @@
 
 #include <prometheus/text_serializer.h>
 
-#include "common/http_server.h"
+#include "common/metrics_endpoint.h"
 
 namespace swarm::op {
-
-struct OperatorMetrics::Endpoint {
-  Endpoint(const std::string& host, int port, const OperatorMetrics* m)
-      : server(host, port, [m](const http::Request& req) { return answer(*m, req); }, options()) {
-    server.start();
-  }
-  static http::ServerOptions options() {
-    http::ServerOptions o;
-    o.threads = 1;  // a scrape now and then, and the kubelet's probes
-    return o;
-  }
-  static http::Response answer(const OperatorMetrics& m, const http::Request& req) {
-    if (req.method != "GET" && req.method != "HEAD") {
-      http::Response r{405, "method: GET only, got " + req.method + "\n"};
-      r.headers.emplace_back("Allow", "GET, HEAD");
-      return r;
-    }
-    if (req.path == "/metrics" || req.path == "/metrics/")
-      return http::Response{200, m.exposition(), "text/plain; version=0.0.4"};
-    if (req.path == "/healthz" || req.path == "/readyz") return http::Response{200, "ok\n"};
-    return http::Response{404, "not found\n"};
-  }
-  http::Server server;  // stops when destroyed
-};
 
 OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   using namespace prometheus;
@@ -65,7 +41,12 @@ OperatorMetrics::OperatorMetrics() : registry_(std::make_shared<prometheus::Regi
 OperatorMetrics::~OperatorMetrics() = default;
 
 void OperatorMetrics::serve(const std::string& host, int port) {
-  if (port > 0) endpoint_ = std::make_unique<Endpoint>(host, port, this);
+  if (port <= 0) return;
+  endpoint_ = std::make_unique<http::MetricsEndpoint>(
+      host, port, [this] { return exposition(); }, [](const std::string& path) -> std::optional<http::Response> {
+        if (path == "/healthz" || path == "/readyz") return http::Response{200, "ok\n"};
+        return std::nullopt;
+      });
 }
 
 std::string OperatorMetrics::exposition() const {

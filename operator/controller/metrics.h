@@ -28,6 +28,10 @@
 
 #include "common/thread_annotations.h"
 
+namespace swarm::http {
+class MetricsEndpoint;
+}
+
 namespace swarm::op {
 
 class OperatorMetrics {
@@ -58,7 +62,6 @@ class OperatorMetrics {
 
  private:
   void refresh_locked() REQUIRES(mu_);
-  struct Endpoint;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>* reconciles_;
@@ -83,7 +86,7 @@ class OperatorMetrics {
   std::map<std::string, std::map<WorkerKey, int>> job_workers_ GUARDED_BY(mu_);
   std::map<WorkerKey, prometheus::Gauge*> worker_gauges_ GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> phase_gauges_ GUARDED_BY(mu_);
-  std::unique_ptr<Endpoint> endpoint_;
+  std::unique_ptr<http::MetricsEndpoint> endpoint_;
 };
 
 }  // namespace swarm::op

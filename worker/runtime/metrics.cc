@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "common/http_server.h"
+#include "common/metrics_endpoint.h"
 #include "common/ports.h"
 
 namespace swarm::runtime {
@@ -19,33 +19,6 @@ prometheus::Histogram::BucketBoundaries latency_buckets() {
 }
 
 }  // namespace
-
-struct Metrics::Endpoint {
-  Endpoint(const std::string& host, int port, const Metrics* metrics)
-      : server(host, port, [metrics](const http::Request& req) { return answer(*metrics, req); }, options()) {
-    server.start();
-  }
-  static http::ServerOptions options() {
-    http::ServerOptions o;
-    o.threads = 1;  // a scrape now and then, and the kubelet's probes
-    return o;
-  }
-  static http::Response answer(const Metrics& m, const http::Request& req) {
-    if (req.method != "GET" && req.method != "HEAD") {
-      http::Response r{405, "method: GET only, got " + req.method + "\n"};
-      r.headers.emplace_back("Allow", "GET, HEAD");
-      return r;
-    }
-    if (req.path == "/metrics" || req.path == "/metrics/")
-      return http::Response{200, m.exposition(), "text/plain; version=0.0.4"};
-    if (req.path == "/readyz") {
-      const bool ready = m.ready();
-      return http::Response{ready ? 200 : 503, ready ? "serving\n" : "not serving\n"};
-    }
-    return http::Response{404, "not found: " + req.path + "\n"};
-  }
-  http::Server server;  // stops when destroyed
-};
 
 // Requests, bytes on the wire, stage time and the events a worker counts.
 void Metrics::register_request_metrics() {
@@ -138,11 +111,16 @@ Metrics::Metrics(const std::string& bind, const std::string& role, const std::st
   // start in a process that also loads Debian's libtorch; cpprest's listener buffers any body).
   auto [host, port] = split_host_port(bind, "metrics address");
   try {
-    endpoint_ = std::make_unique<Endpoint>(host, port, this);
+    endpoint_ = std::make_unique<http::MetricsEndpoint>(
+        host, port, [this] { return exposition(); }, [this](const std::string& path) -> std::optional<http::Response> {
+          if (path != "/readyz") return std::nullopt;
+          const bool up = ready();
+          return http::Response{up ? 200 : 503, up ? "serving\n" : "not serving\n"};
+        });
   } catch (const std::exception& e) {
     throw std::runtime_error("metrics: cannot listen on " + host + ":" + std::to_string(port) + ": " + e.what());
   }
-  port_ = endpoint_->server.port();
+  port_ = endpoint_->port();
 }
 
 Metrics::~Metrics() = default;

@@ -16,6 +16,10 @@
 
 #include "common/thread_annotations.h"
 
+namespace swarm::http {
+class MetricsEndpoint;
+}
+
 namespace swarm::runtime {
 
 class Metrics {
@@ -74,8 +78,7 @@ class Metrics {
   prometheus::Gauge& gauge(prometheus::Family<prometheus::Gauge>& f, int stage);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  struct Endpoint;  // the HTTP listener serving /metrics
-  std::unique_ptr<Endpoint> endpoint_;
+  std::unique_ptr<http::MetricsEndpoint> endpoint_;  // serves /metrics and /readyz
   int port_ = 0;
   mutable swarm::Mutex readiness_mu_;
   std::function<bool()> readiness_ GUARDED_BY(readiness_mu_);
