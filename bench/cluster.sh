@@ -5,12 +5,21 @@
 #                                        impending-termination taint on a spot node with a worker ->
 #                                        replacement worker Running and Ready (its data port serving,
 #                                        the readiness probe), p50/p99/max; the taint is lifted after
-#                                        each and the swarm settles before the next
-#   bench/cluster.sh churn [MINUTES] [PERIOD]
-#                                        samples/s undisturbed for MINUTES (default 10), then with a
-#                                        spot reclaim every PERIOD seconds (default 60) for MINUTES:
-#                                        the ratio, and the ratio per worker-second (capacity-adjusted:
-#                                        divided by the mean number of Ready workers)
+#                                        each and the swarm settles before the next. Every attempt
+#                                        counts: attempts, failures (no spot node with a worker) and
+#                                        timeouts (no replacement Ready within 120 s) are printed
+#                                        beside the percentiles, a timeout counted at its 120 s in
+#                                        them; below 100 samples "p99" is printed as what it is, the
+#                                        max
+#   bench/cluster.sh churn [MINUTES] [PERIOD] [PAIRS]
+#                                        PAIRS (default 3) pairs of windows of MINUTES (default 10)
+#                                        each, alternating: undisturbed, then a spot reclaim every
+#                                        PERIOD seconds (default 60). Samples/s of a window are the
+#                                        registry's optimizer steps (status.step) times the spec's
+#                                        global batch over the window; Ready workers are sampled
+#                                        every second. Prints each pair's ratio, and the median and
+#                                        spread (min..max) of the ratios, raw and capacity-adjusted
+#                                        (per Ready worker-second)
 #   bench/cluster.sh eval [STEPS] [PERIOD] [PAIRS]
 #                                        eval loss at equal steps: the job run to STEPS optimizer
 #                                        steps (default 3000) undisturbed, then again from scratch
@@ -68,15 +77,16 @@ settled() { [ "$(ready_workers)" -ge $WORKERS ] && [ -z "$(k get pods -l swarm-o
 wait_until 300 "first step" step_at_least 1 || exit 1
 wait_until 120 "settled" settled || exit 1
 
-reclaim_once() { # prints seconds from the taint to 3 Ready workers off the node
+RECLAIM_LIMIT=120
+reclaim_once() { # prints seconds from the taint to all workers Ready off the node; exit 1: no victim, 2: timed out
   local victim t
   victim=$(k get pods -l swarm-operator.io/job=$JOB,swarm-operator.io/role=worker -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -E 'node-[123]$' | sort | uniq -c | sort -rn | awk 'NR==1{print $2}')
   [ -n "$victim" ] || return 1
   t=$(now)
   k taint node "$victim" cloud.google.com/impending-node-termination=true:NoSchedule >/dev/null
-  local end=$(( $(date +%s) + 120 ))
+  local end=$(( $(date +%s) + RECLAIM_LIMIT ))
   until [ "$(ready_workers "$victim")" -ge $WORKERS ]; do
-    [ "$(date +%s)" -lt "$end" ] || { k taint node "$victim" cloud.google.com/impending-node-termination- >/dev/null; return 1; }
+    [ "$(date +%s)" -lt "$end" ] || { k taint node "$victim" cloud.google.com/impending-node-termination- >/dev/null; return 2; }
     sleep 0.1
   done
   awk -v a="$t" -v b="$(now)" 'BEGIN{printf "%.2f %s\n", b - a, ""}' | tr -d ' \n'
@@ -91,39 +101,62 @@ case $MODE in
   reclaims)
     n=${2:-10}
     : > /tmp/bench-cluster-reclaims.txt
+    failures=0 timeouts=0
     for i in $(seq 1 "$n"); do
-      r=$(reclaim_once) || { log "reclaim $i failed"; continue; }
-      log "reclaim $i: ${r% *} s (${r#* })"
-      echo "${r% *}" >> /tmp/bench-cluster-reclaims.txt
+      rc=0; r=$(reclaim_once) || rc=$?
+      case $rc in
+        0) log "reclaim $i: ${r% *} s (${r#* })"; echo "${r% *}" >> /tmp/bench-cluster-reclaims.txt ;;
+        2) log "reclaim $i TIMED OUT: not all $WORKERS workers Ready within ${RECLAIM_LIMIT}s"
+           timeouts=$((timeouts + 1)); echo "$RECLAIM_LIMIT" >> /tmp/bench-cluster-reclaims.txt ;;
+        *) log "reclaim $i FAILED: no spot node with a worker to reclaim"; failures=$((failures + 1)) ;;
+      esac
       wait_until 120 "settled" settled
     done
-    sort -n /tmp/bench-cluster-reclaims.txt | awk '{a[NR]=$1} END{
+    # A timeout is in the percentiles at its limit (the replacement took at least that long).
+    sort -n /tmp/bench-cluster-reclaims.txt | awk -v n="$n" -v f="$failures" -v to="$timeouts" -v lim="$RECLAIM_LIMIT" '{a[NR]=$1} END{
+      printf "reclaim taint -> replacement worker Ready: attempts %d, failures %d, timeouts %d (each counted at %d s)\n", n, f, to, lim;
+      if (NR == 0) { print "  no reclaim completed"; exit }
       p50=a[int((NR+1)/2)]; i99=int(NR*0.99+0.999); if(i99<1)i99=1; if(i99>NR)i99=NR;
-      printf "reclaim taint -> replacement worker Ready: n=%d p50 %.2f s p99 %.2f s max %.2f s\n", NR, p50, a[i99], a[NR]}'
+      if (NR < 100) printf "  n=%d p50 %.2f s max %.2f s (p99 needs 100 samples: below that it is the max)\n", NR, p50, a[NR];
+      else printf "  n=%d p50 %.2f s p99 %.2f s max %.2f s\n", NR, p50, a[i99], a[NR]}'
     ;;
   churn)
-    mins=${2:-10}; period=${3:-60}
-    measure() { # SECONDS [RECLAIM_PERIOD]: samples/s over the window and mean Ready workers
-      local secs=$1 per=${2:-0} s0 s1 t0 t1 wsum=0 wn=0 next
+    mins=${2:-10}; period=${3:-60}; pairs=${4:-3}
+    gb=$(k get swarmjob $JOB -o jsonpath='{.spec.training.globalBatch}')
+    [ -n "$gb" ] || { echo "bench/cluster.sh: no spec.training.globalBatch on $JOB" >&2; exit 1; }
+    measure() { # SECONDS [RECLAIM_PERIOD]: samples/s over the window, mean Ready workers, steps, reclaims
+      local secs=$1 per=${2:-0} s0 s1 t0 t1 wsum=0 wn=0 next reclaims=0
       s0=$(status step); t0=$(now); next=$(( $(date +%s) + per ))
       local end=$(( $(date +%s) + secs ))
       while [ "$(date +%s)" -lt "$end" ]; do
         if [ "$per" -gt 0 ] && [ "$(date +%s)" -ge "$next" ]; then
-          (reclaim_once >/dev/null 2>&1 &) ; next=$(( next + per ))
+          (reclaim_once >/dev/null 2>&1 &) ; next=$(( next + per )); reclaims=$((reclaims + 1))
         fi
         wsum=$(( wsum + $(ready_workers) )); wn=$(( wn + 1 ))
-        sleep 5
+        sleep 1
       done
       s1=$(status step); t1=$(now)
-      awk -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v ws="$wsum" -v wn="$wn" -v gb=16 \
-        'BEGIN{sps=(s1-s0)*gb/(t1-t0); w=ws/wn; printf "%.3f %.3f %d\n", sps, w, s1-s0}'
+      awk -v s0="${s0%.*}" -v s1="${s1%.*}" -v t0="$t0" -v t1="$t1" -v ws="$wsum" -v wn="$wn" -v gb="$gb" -v r="$reclaims" \
+        'BEGIN{sps=(s1-s0)*gb/(t1-t0); w=ws/wn; printf "%.3f %.3f %d %d\n", sps, w, s1-s0, r}'
     }
-    read -r base wb nb < <(measure $((mins * 60)))
-    log "undisturbed: $base samples/s, $wb Ready workers on average, $nb steps"
-    read -r churn wc nc < <(measure $((mins * 60)) "$period")
-    log "reclaim every ${period}s: $churn samples/s, $wc Ready workers on average, $nc steps"
-    awk -v b="$base" -v c="$churn" -v wb="$wb" -v wc="$wc" 'BEGIN{
-      printf "churn/undisturbed samples/s: %.3f; capacity-adjusted (per Ready worker): %.3f\n", c/b, (c/wc)/(b/wb)}'
+    ratios=() adjusted=()
+    for i in $(seq 1 "$pairs"); do
+      read -r base wb nb _ < <(measure $((mins * 60)))
+      log "pair $i undisturbed: $base samples/s, $wb Ready workers on average, $nb steps (global batch $gb)"
+      read -r churn wc nc rc < <(measure $((mins * 60)) "$period")
+      log "pair $i reclaim every ${period}s ($rc reclaims): $churn samples/s, $wc Ready workers on average, $nc steps"
+      ratios+=("$(awk -v b="$base" -v c="$churn" 'BEGIN{printf "%.4f", b > 0 ? c/b : 0}')")
+      adjusted+=("$(awk -v b="$base" -v c="$churn" -v wb="$wb" -v wc="$wc" 'BEGIN{printf "%.4f", (b > 0 && wc > 0) ? (c/wc)/(b/wb) : 0}')")
+      wait_until 120 "settled" settled
+    done
+    python3 - "${ratios[*]}" "${adjusted[*]}" "$mins" "$period" <<'PY'
+import statistics, sys
+r = [float(x) for x in sys.argv[1].split()]
+a = [float(x) for x in sys.argv[2].split()]
+print(f"churn/undisturbed samples/s, {len(r)} alternated pairs of {sys.argv[3]} min, a reclaim every {sys.argv[4]} s:")
+print(f"  raw              : {' '.join(f'{x:.3f}' for x in r)}  median {statistics.median(r):.3f} (spread {min(r):.3f}..{max(r):.3f})")
+print(f"  per Ready worker : {' '.join(f'{x:.3f}' for x in a)}  median {statistics.median(a):.3f} (spread {min(a):.3f}..{max(a):.3f})")
+PY
     ;;
   eval)
     period=${3:-60}
@@ -183,5 +216,5 @@ if len(b) > 1:
     print(f"  spread (max/min) of undisturbed {max(b) / min(b):.4f}, of reclaimed {max(c) / min(c):.4f}")
 PY
     ;;
-  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD] | eval [STEPS] [PERIOD] [PAIRS]" >&2; exit 2 ;;
+  *) echo "usage: bench/cluster.sh reclaims [N] | churn [MINUTES] [PERIOD] [PAIRS] | eval [STEPS] [PERIOD] [PAIRS]" >&2; exit 2 ;;
 esac

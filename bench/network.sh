@@ -2,14 +2,16 @@
 # SWARM against the synchronous GPipe baseline on emulated regions (root only), in one run:
 #   1. table: {swarm, gpipe} x {loopback, 1 Gbit/s 0.5 ms, 100 Mbit/s 25 ms between regions} x
 #      {none, blockwise8} (spec.pipeline and spec.averaging compression both), then at 100 Mbit/s
-#      25 ms with blockwise8 one peer slowed SLOWDOWN x (swarm: one of stage 0's two peers; gpipe:
-#      its stage-0 peer);
+#      25 ms with blockwise8 one peer slowed SLOWDOWN x (stage0-w1 on both sides);
 #   2. square-cube sweep at 100 Mbit/s 25 ms: hidden size 128..1024 (heads = hidden / 64), swarm and
 #      gpipe, the fraction of each stage's time that it computes vs. waits (summary JSON:
 #      stage_compute_seconds, stage_wait_seconds).
 # Regions (bench/net/regions.sh): region a holds the trainers and stage 0's workers, region b the
 # other stages' workers; inside a region 1 Gbit/s 0.5 ms. Every link is emulated by the kernel
 # (tc tbf) and Toxiproxy, and checked with iperf3 and a latency probe before anything is measured.
+# Both sides have the same workers: swarm WORKERS_PER_STAGE a stage with stochastic wiring, gpipe
+# WORKERS_PER_STAGE fixed pipelines (data-parallel GPipe). Each configuration runs REPEATS times
+# (default 3), swarm and gpipe alternating; the tables print medians and spreads (min..max).
 # Prints the tables, writes docs/network-table.png and docs/network-sweep.png (matplotlib, installed
 # from PyPI into a cached virtual environment), and keeps the summaries in $OUT (default a temp dir).
 #   bench/network.sh [JOB.yaml] [STEPS] [SWEEP_STEPS] [WORKERS_PER_STAGE] [SLOWDOWN]
@@ -69,20 +71,27 @@ for s in $(seq 1 $((stages - 1))); do for w in $(seq 0 $((per_stage - 1))); do b
 a=${a%,}
 b=${b%,}
 
-run() { # NAME NETWORK JOB STEPS ARGS...
+repeats=${REPEATS:-3}
+run() { # NAME NETWORK JOB STEPS ARGS...: REPEATS runs NAME.1.. ; one that fails is recorded, never skipped
   local name=$1 net=$2 j=$3 n=$4
   shift 4
   local wrap=()
   [ "$net" != loopback ] && wrap=(--child-wrapper bench/net/enter.sh --registry-host 10.78.0.1)
   echo "[$(date +%T)] $name: swarm local $(basename "$j") --steps $n $*" >&2
-  "$swarm" local "$j" --steps "$n" --summary "$out/$name.json" --log-dir "$out/logs-$name" --no-progress \
-    --no-checkpoints "${wrap[@]}" "$@" >/dev/null
+  if ! timeout 1800 "$swarm" local "$j" --steps "$n" --summary "$out/$name.json" --log-dir "$out/logs-$name" --no-progress \
+      --no-checkpoints "${wrap[@]}" "$@" >/dev/null 2>"$out/$name.err"; then
+    echo '{"failed": true}' > "$out/$name.json"
+  fi
+}
+pair() { # NAME-SUFFIX NETWORK JOB STEPS [SWARM-SLOW GPIPE-SLOW]: swarm and gpipe alternating, REPEATS rounds
+  local sfx=$1 net=$2 j=$3 n=$4
+  for r in $(seq 1 "$repeats"); do
+    run "swarm-$sfx.$r" "$net" "$j" "$n" --workers-per-stage "$counts" ${5:+"$5"} ${6:+"$6"}
+    run "gpipe-$sfx.$r" "$net" "$j" "$n" --baseline gpipe --workers-per-stage "$counts" ${5:+"$5"} ${6:+"$6"}
+  done
 }
 table_runs() { # NETWORK
-  for c in none blockwise8; do
-    run "swarm-$1-$c" "$1" "$out/job-$c.yaml" "$steps" --workers-per-stage "$counts"
-    run "gpipe-$1-$c" "$1" "$out/job-$c.yaml" "$steps" --baseline gpipe
-  done
+  for c in none blockwise8; do pair "$1-$c" "$1" "$out/job-$c.yaml" "$steps"; done
 }
 
 table_runs loopback
@@ -93,15 +102,12 @@ bash "$regions" down
 bash "$regions" up --region "$a" --region "$b" --intra 1gbit:0.5 --inter 100mbit:25
 bash "$regions" check | tee "$out/check-wan.txt"
 table_runs wan
-run swarm-wan-blockwise8-slow wan "$out/job-blockwise8.yaml" "$steps" --workers-per-stage "$counts" \
-  --slow-worker "stage0-w1=$slow"
-run gpipe-wan-blockwise8-slow wan "$out/job-blockwise8.yaml" "$steps" --baseline gpipe --slow-worker "stage0-w0=$slow"
+pair wan-blockwise8-slow wan "$out/job-blockwise8.yaml" "$steps" --slow-worker "stage0-w1=$slow"
 for h in "${sweep[@]}"; do
   n=$((sweep_steps * 1024 / h))   # about the same time for each size: compute grows faster than h
-  run "swarm-h$h" wan "$out/job-h$h.yaml" "$n" --workers-per-stage "$counts"
-  run "gpipe-h$h" wan "$out/job-h$h.yaml" "$n" --baseline gpipe
+  pair "h$h" wan "$out/job-h$h.yaml" "$n"
 done
 bash "$regions" down
 
-"$venv/bin/python" bench/net/network_report.py "$out" "$steps" "$sweep_steps" "$counts" "$slow" "${sweep[*]}" docs
+"$venv/bin/python" bench/net/network_report.py "$out" "$steps" "$sweep_steps" "$counts" "$slow" "${sweep[*]}" docs "$repeats"
 echo "summaries and logs: $out" >&2

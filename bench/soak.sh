@@ -4,16 +4,23 @@
 # undisturbed to the same number of steps. Prints figures and asserts nothing:
 #   steps; eval loss of both runs at equal steps and their ratio (goal within 3 %);
 #   faults injected and samples lost per fault kind (the registry's samples_lost between a fault and
-#   the next); deadlocks (a run that does not end within its limit); unaveraged steps (a peer that
-#   stepped without its group: the only way a stale gradient could be applied); the job's failure,
-#   if any; every stall (no optimizer step) longer than 2 x the median step time.
+#   the next); deadlocks (a run, soak or undisturbed, still going at its wall-clock limit: it is
+#   killed there and counted, never waited for); hangs (no optimizer step for HANG_SECONDS while the
+#   run goes on); unaveraged steps (a peer that stepped without its group) and stale hand-offs taken
+#   (gradients up to spec.averaging.maxHandoffLagSteps old, applied by a peer that took over a
+#   leaving one's samples): the two ways a gradient older than its step can be applied; the job's
+#   failure, if any; every stall (no optimizer step) longer than 2 x the median step time.
 #
 #   bench/soak.sh [MINUTES] [OUTDIR]      MINUTES default 30; FAULT_EVERY=S (default 30) sets the
 #                                         rate, SEED=N the choice of faults, BUILD=dir the build;
 #                                         SPREAD=1 adds a second undisturbed run to the same steps,
 #                                         whose eval loss against the first's is the run-to-run
 #                                         spread without faults (the swarm is asynchronous, so two
-#                                         undisturbed runs of one spec differ too)
+#                                         undisturbed runs of one spec differ too); LIMIT_SLACK=S
+#                                         (default 300) is how far past MINUTES the soak may run
+#                                         before it counts as a deadlock (an undisturbed run: 3 x
+#                                         the soak's minutes + LIMIT_SLACK); HANG_SECONDS=S
+#                                         (default 120)
 # The eval loss is over the job's spec.training.evalBatches validation microbatches (64 here).
 #
 # Fault kinds (each followed by replacements started by hand, as an operator would):
@@ -34,6 +41,7 @@ fi
 mkdir -p "$OUT"
 export SWARM=$BUILD/bin/swarm JOB=$ROOT/bench/jobs/soak-3stage.yaml OUT MINUTES
 export FAULT_EVERY=${FAULT_EVERY:-30} SEED=${SEED:-11} SPREAD=${SPREAD:-0}
+export LIMIT_SLACK=${LIMIT_SLACK:-300} HANG_SECONDS=${HANG_SECONDS:-120}
 export SWARM_JOB_SECRET=${SWARM_JOB_SECRET:-soak-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 [[ -x $SWARM ]] || { echo "build $SWARM first"; exit 1; }
 echo "soak: $MINUTES min, a fault every $FAULT_EVERY s (seed $SEED), output in $OUT"
@@ -43,6 +51,27 @@ import hashlib, hmac, json, os, random, signal, statistics, subprocess, time, ur
 swarm, job, out = os.environ["SWARM"], os.environ["JOB"], os.environ["OUT"]
 minutes, every, seed = float(os.environ["MINUTES"]), float(os.environ["FAULT_EVERY"]), int(os.environ["SEED"])
 rng = random.Random(seed)
+slack, hang_seconds = float(os.environ["LIMIT_SLACK"]), float(os.environ["HANG_SECONDS"])
+
+def stop(proc, grace=30):
+    """SIGTERM, then SIGKILL after `grace` s: a run at its limit is ended, never waited for."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+def run_limited(args, stdout, limit):
+    """(exit code, True when it hit `limit` seconds and was stopped)."""
+    p = subprocess.Popen(args, stdout=stdout, stderr=subprocess.STDOUT)
+    try:
+        return p.wait(limit), False
+    except subprocess.TimeoutExpired:
+        stop(p)
+        return p.returncode, True
 logs = out + "/soak-logs"
 launcher = subprocess.Popen([swarm, "local", job, "--max-seconds", str(int(minutes * 60)), "--summary",
                              out + "/soak.json", "--log-dir", logs, "--no-progress", "--checkpoint-every", "1"],
@@ -127,11 +156,22 @@ def settle_attribution():
     if now_lost is not None:
         lost_at_fault = now_lost
 
+deadline = start + minutes * 60 + slack
+deadlocks, hangs, hang_open, last_step_at = 0, [], False, start
 while launcher.poll() is None:
+    if time.time() > deadline:  # still running at its limit: counted, then ended
+        deadlocks += 1
+        print("soak: DEADLOCK: the run is still going %.0f s past its %g min; stopping it" % (slack, minutes), flush=True)
+        stop(launcher)
+        break
     s = steps_now()
     if s != last_steps:
         step_times.append((time.time() - start, s))
-        last_steps = s
+        last_steps, last_step_at, hang_open = s, time.time(), False
+    elif s > 0 and not hang_open and time.time() - last_step_at > hang_seconds:
+        hang_open = True  # one hang per stretch without a step
+        hangs.append({"t": round(time.time() - start, 1), "step": s})
+        print("soak: HANG: no step for %.0f s after step %d" % (hang_seconds, s), flush=True)
     if time.time() >= next_fault and time.time() - start < minutes * 60 - 30:
         workers = live_workers()
         if workers:
@@ -169,7 +209,6 @@ while launcher.poll() is None:
                 replace(len(victims))
         next_fault = time.time() + every
     time.sleep(0.5)
-deadlocks = 0 if launcher.returncode is not None else 1
 for p in mine.values():
     if p.poll() is None:
         p.send_signal(signal.SIGTERM)
@@ -178,21 +217,27 @@ for p in mine.values():
         p.wait(30)
     except subprocess.TimeoutExpired:
         p.kill()
-soak = json.load(open(out + "/soak.json"))
+try:
+    soak = json.load(open(out + "/soak.json"))
+except Exception as e:  # a run stopped at its limit may have written none: then the figures are 0
+    soak = {"failure": {"reason": "no summary (%s)" % e}}
 if current_kind is not None:  # the registry is gone now: the run's total closes the last fault's count
     lost_by_kind[current_kind] = lost_by_kind.get(current_kind, 0) + soak.get("samples_lost", 0) - lost_at_fault
 steps = soak.get("steps", 0)
 print("soak: launcher exit %s; undisturbed run to step %d ..." % (launcher.returncode, steps), flush=True)
-base_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base.json",
-                           "--log-dir", out + "/base-logs", "--no-progress", "--checkpoint-every", "1"],
-                          stdout=open(out + "/base.out", "w"), stderr=subprocess.STDOUT)
+base_limit = 3 * minutes * 60 + slack
+base_rc, base_dead = run_limited([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base.json",
+                                  "--log-dir", out + "/base-logs", "--no-progress", "--checkpoint-every", "1"],
+                                 open(out + "/base.out", "w"), base_limit)
+deadlocks += base_dead
 base = json.load(open(out + "/base.json")) if os.path.exists(out + "/base.json") else {}
 base2, base2_rc = {}, None
 if os.environ.get("SPREAD") == "1":
     print("soak: a second undisturbed run to step %d ..." % steps, flush=True)
-    base2_rc = subprocess.call([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base2.json",
-                                "--log-dir", out + "/base2-logs", "--no-progress", "--checkpoint-every", "1"],
-                               stdout=open(out + "/base2.out", "w"), stderr=subprocess.STDOUT)
+    base2_rc, base2_dead = run_limited([swarm, "local", job, "--steps", str(steps), "--summary", out + "/base2.json",
+                                        "--log-dir", out + "/base2-logs", "--no-progress", "--checkpoint-every", "1"],
+                                       open(out + "/base2.out", "w"), base_limit)
+    deadlocks += base2_dead
     base2 = json.load(open(out + "/base2.json")) if os.path.exists(out + "/base2.json") else {}
 
 gaps = [(b[0] - a[0], a) for a, b in zip(step_times, step_times[1:]) if b[1] > a[1] and a[1] > 0]
@@ -209,18 +254,27 @@ if base2_rc is not None:
     mean = (bl + b2) / 2
     print("  undisturbed spread   second undisturbed run %.4f (exit %d): ratio to the first %.4f; soak / mean of both %.4f" % (
           b2, base2_rc, b2 / bl if bl else 0, el / mean if mean else 0))
-print("  deadlocks            %d" % deadlocks)
-print("  unaveraged steps     %d (a peer stepping without its group: the only way to apply a stale gradient)" % soak.get("unaveraged_steps", -1))
+print("  deadlocks            %d (runs still going at their limit: soak %g min + %g s, undisturbed %g s)" % (
+      deadlocks, minutes, slack, base_limit))
+print("  hangs                %d (no step for %g s: %s)" % (len(hangs), hang_seconds, json.dumps(hangs)))
+print("  stale gradients      unaveraged steps %d (a peer stepping without its group); stale hand-offs taken %d "
+      "(%d samples, each at most spec.averaging.maxHandoffLagSteps old)" % (
+      soak.get("unaveraged_steps", -1), soak.get("stale_handoffs_taken", -1), soak.get("stale_handoff_samples", -1)))
+if soak.get("events_unacknowledged"):
+    print("  events unacknowledged %s (counted by workers, never confirmed by the registry)" % json.dumps(soak["events_unacknowledged"]))
 print("  faults               %s" % json.dumps(count_by_kind))
 print("  samples lost by kind %s (total samples_lost %d, microbatches_lost %d, peers_lost %d)" % (
       json.dumps(lost_by_kind), soak.get("samples_lost", 0), soak.get("microbatches_lost", 0), soak.get("peers_lost", 0)))
 print("  restores/resyncs     checkpoint_restores %d, checkpoint_steps_lost %d, stage_steps_lost %d, resyncs %d, handoffs %d" % (
       soak.get("checkpoint_restores", 0), soak.get("checkpoint_steps_lost", 0), soak.get("stage_steps_lost", 0),
       soak.get("resyncs", 0), soak.get("handoffs", 0)))
+print("  stage steps          %s, spread %s (one global batch should be one step of every stage: 0 or 1)" % (
+      json.dumps(soak.get("stage_steps", {})), soak.get("stage_step_spread", "-")))
 print("  median step time     %.2f s; stalls > 2x: %d" % (median, len(stalls)))
 for t, st, g in stalls:
     kinds = [f["kind"] for f in faults if t - 20 <= f["t"] <= t + g]  # during the stall or just before
     print("    at t=%6.1f s after step %d: %.1f s without a step (faults during or just before: %s)" % (t, st, g, ",".join(kinds) or "none"))
-json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "soak": soak, "base": base, "base2": base2},
+json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "deadlocks": deadlocks, "hangs": hangs,
+           "soak": soak, "base": base, "base2": base2},
           open(out + "/soak-report.json", "w"), indent=2)
 PY

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -133,6 +135,13 @@ class StageMonitor {
     std::lock_guard<std::mutex> lock(mu_);
     return per_stage_;
   }
+  // Blocks until `n` samples taken after the call have been counted (the state as of now is in
+  // under_seconds()); false after `limit`.
+  bool await_samples(int n, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    const long target = samples_ + n;
+    return sampled_.wait_for(lock, limit, [&] { return samples_ >= target; });
+  }
 
  private:
   void run() {
@@ -163,7 +172,9 @@ class StageMonitor {
           }
         for (auto& [s, n] : bound)
           if (n < min_) unscheduled_seconds_ += dt;
+        ++samples_;
       }
+      sampled_.notify_all();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
@@ -171,6 +182,8 @@ class StageMonitor {
   std::string job_;
   int stages_, min_;
   mutable std::mutex mu_;
+  mutable std::condition_variable sampled_;
+  long samples_ = 0;  // counted under mu_
   double under_seconds_ = 0, unscheduled_seconds_ = 0;
   std::map<int, double> per_stage_;
   std::atomic<bool> stop_{false};

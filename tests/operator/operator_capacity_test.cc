@@ -1,8 +1,10 @@
 // Placement that sees capacity, against a real API server and scheduler: nodes lost in bulk,
 // a whole pool gone, a pool at capacity (held by someone else's pods), an autoscaled pool whose
-// node comes 30 s later, and a node cordoned without a notice. unschedulableSeconds stays at 60 s
+// node comes later, and a node cordoned without a notice. unschedulableSeconds stays at 60 s
 // (120 s for the autoscaled pool) in every test: the replacements must find room without it.
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 #include "tests/operator/capacity_fixture.h"
 
@@ -40,6 +42,16 @@ class OperatorCapacity : public ::testing::Test {
     std::string out;
     env_->kubectl("get events --field-selector reason=" + reason + " -o jsonpath='{range .items[*]}{.message}{\"\\n\"}{end}'", &out);
     return out;
+  }
+  // The operator's swarm_operator_reconciles_total, summed over results (-1 when unreadable).
+  static double reconciles(int metrics_port) {
+    std::string out;
+    if (run_command("curl -sf http://127.0.0.1:" + std::to_string(metrics_port) + "/metrics", &out) != 0) return -1;
+    double sum = 0;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("swarm_operator_reconciles_total", 0) == 0) sum += std::stod(line.substr(line.rfind(' ') + 1));
+    return sum;
   }
   std::unique_ptr<TestEnv> env_;
 };
@@ -83,7 +95,7 @@ TEST_F(OperatorCapacity, HalfTheNodesDeletedAtOnceAreReplacedWhereCapacityIsNotA
   const std::set<std::string> gone(victims.begin(), victims.end());
   ASSERT_TRUE(wait_until([&] { return ready_off(*env_, "mass", 6, gone); }, 45s));
   const double all_ready = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(monitor.await_samples(2));
   monitor.stop();
   std::cerr << "3 of 7 nodes deleted: all 6 workers ready after " << all_ready << " s; stage-unserved "
             << monitor.under_seconds() << " s (summed over stages)\n";
@@ -194,9 +206,21 @@ TEST_F(OperatorCapacity, AnAutoscaledPoolGrowsWhileSurgeWorkersServeItsStages) {
     for (const auto& p : live_workers(*env_, "grow")) waiting_in_us += pool_of(p) == "spot-us" && node_of(p).empty();
     return ready[0] >= 1 && ready[1] >= 1 && waiting_in_us == 2;
   }, 20s));
-  std::this_thread::sleep_for(1s);  // the monitor's samples in flight land
+  ASSERT_TRUE(monitor.await_samples(2));  // a sample of the state just seen is counted
   const double recovered = monitor.under_seconds();
-  std::this_thread::sleep_for(29s);  // the autoscaler takes its time (30 s after the loss in all)
+  // While the autoscaler takes its time, every pass of the operator over the job keeps the
+  // replacements waiting and the surge serving. (How long they may wait, unschedulableSeconds, is
+  // the planner's decision on an injected clock, in tests/planner: PlacementCapacity.
+  // AnAutoscaledPoolKeepsItsReplacementWhileASurgeWorkerServes.) Three passes, each made to happen
+  // by a change to the job's annotations and seen in the operator's reconcile count, instead of a
+  // sleep that hopes one happened.
+  for (int pass = 0; pass < 3; ++pass) {
+    const double before = reconciles(op.metrics_port);
+    ASSERT_GE(before, 0) << "the operator's /metrics";
+    ASSERT_EQ(env_->kubectl("annotate swarmjob grow --overwrite test.swarm-operator.io/pass=" + std::to_string(pass)), 0);
+    ASSERT_TRUE(wait_until([&] { return reconciles(op.metrics_port) > before; }, 20s)) << "no reconcile after pass " << pass;
+  }
+  ASSERT_TRUE(monitor.await_samples(2));
   EXPECT_EQ(monitor.under_seconds(), recovered) << "a stage fell below minPerStage while the pool grew";
   int waiting_in_us = 0;
   for (const auto& p : live_workers(*env_, "grow")) waiting_in_us += pool_of(p) == "spot-us" && node_of(p).empty();

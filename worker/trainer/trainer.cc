@@ -45,6 +45,7 @@ nlohmann::json TrainerReport::to_json() const {
           {"stage_wait_seconds", stage_wait_seconds},
           {"wire_bytes_per_sample", wire_bytes_per_sample},
           {"data_wait_seconds", data_wait_seconds},
+          {"data_wait_max_seconds", data_wait_max_seconds},
           {"finished", finished},
           {"loss_curve", curve},
           {"progress", prog}};
@@ -189,7 +190,11 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   auto tokens = torch::from_blob(in.data(), {B, T}, torch::kInt64).clone();
   auto targets = torch::from_blob(tg.data(), {B, T}, torch::kInt64).clone();
   const double waited = now_seconds() - asked;
-  data_wait_ns.fetch_add(static_cast<int64_t>(waited * 1e9));
+  const auto waited_ns = static_cast<int64_t>(waited * 1e9);
+  data_wait_ns.fetch_add(waited_ns);
+  int64_t longest = data_wait_max_ns.load();
+  while (waited_ns > longest && !data_wait_max_ns.compare_exchange_weak(longest, waited_ns)) {
+  }
   metrics->add_data_wait(waited);
   const std::string mb = opt.peer_id + "/" + std::to_string(seq);
   const auto& to = opt.spec.timeouts;
@@ -321,6 +326,7 @@ TrainerReport Trainer::Impl::snapshot() {
   r.stage_compute_seconds = stage_compute;
   r.stage_wait_seconds = stage_wait;
   r.data_wait_seconds = static_cast<double>(data_wait_ns.load()) / 1e9;
+  r.data_wait_max_seconds = static_cast<double>(data_wait_max_ns.load()) / 1e9;
   r.loss_last = mean(recent_losses);
   r.loss_ema = loss_ema;
   r.eval_loss = eval_loss;

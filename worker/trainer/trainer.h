@@ -70,6 +70,7 @@ struct TrainerReport {
   // Seconds its microbatches waited on the dataset (drawing windows, copying them into tensors;
   // swarm_data_wait_seconds_total on /metrics): the data loader's share of training time.
   double data_wait_seconds = 0;
+  double data_wait_max_seconds = 0;  // the longest single wait (the first batch's load, mostly)
   bool finished = false;
   std::vector<std::pair<int64_t, double>> loss_curve;  // (samples so far, microbatch loss), thinned
   std::vector<std::pair<double, int64_t>> progress;    // (seconds since training began, samples), ~1/s

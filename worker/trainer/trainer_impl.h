@@ -105,7 +105,8 @@ struct Trainer::Impl {
   int stages;
   data::TextDataset dataset;
   swarm::Mutex sampler_mu;
-  std::atomic<int64_t> data_wait_ns{0};  // TrainerReport::data_wait_seconds
+  std::atomic<int64_t> data_wait_ns{0};      // TrainerReport::data_wait_seconds
+  std::atomic<int64_t> data_wait_max_ns{0};  // TrainerReport::data_wait_max_seconds
   data::BatchSampler sampler GUARDED_BY(sampler_mu);
   std::vector<std::unique_ptr<planner::StageRouter>> routers;
   std::unique_ptr<registry::RegistryClient> registry;
