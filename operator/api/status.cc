@@ -47,6 +47,7 @@ json to_json(const SwarmJobStatus& s) {
   if (!s.last_preemption_time.empty()) j["lastPreemptionTime"] = s.last_preemption_time;
   j["reclaimedNodes"] = s.reclaimed_nodes;
   if (!s.last_step_time.empty()) j["lastStepTime"] = s.last_step_time;
+  if (!s.progress_read_time.empty()) j["progressReadTime"] = s.progress_read_time;
   j["rebalanceMoves"] = s.rebalance_moves;
   j["swarmEvents"] = s.swarm_events;
   if (!s.exported_model.empty()) {
@@ -103,6 +104,7 @@ SwarmJobStatus status_from_json(const json& j) {
   }
   for (const auto& n : j.value("reclaimedNodes", json::array())) s.reclaimed_nodes.push_back(n.get<std::string>());
   s.last_step_time = j.value("lastStepTime", "");
+  s.progress_read_time = j.value("progressReadTime", "");
   s.rebalance_moves = j.value("rebalanceMoves", 0LL);
   const json events = j.value("swarmEvents", json::object());
   if (events.is_object())

@@ -59,6 +59,8 @@ struct SwarmJobStatus {
   // From the job's registry: when the step last rose (RFC 3339), rebalancer moves, and the
   // events peers report (checkpoint restores, hand-offs, lost samples...).
   std::string last_step_time;
+  // When the registry was last read (RFC 3339): the figures' age while RegistryReachable is False.
+  std::string progress_read_time;
   std::int64_t rebalance_moves = 0;
   std::map<std::string, std::int64_t> swarm_events;
   // The model trainer 0 exported at the end of training (a file path or an s3:// URL) and the step

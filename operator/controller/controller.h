@@ -25,6 +25,7 @@
 #include "operator/kube/client.h"
 #include "operator/kube/events.h"
 #include "operator/kube/informer.h"
+#include "operator/kube/retry.h"
 #include "operator/kube/work_queue.h"
 
 namespace swarm::op {
@@ -69,7 +70,11 @@ class Controller {
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<ProgressPoller> progress_;
   std::unique_ptr<JobSecrets> secrets_;  // for progress_: each job's secret signs its registry reads
-  kube::WorkQueue queue_;
+  // A failed reconcile (the API server away, a conflict) is retried after 5 ms doubling, capped at
+  // 5 s (kube::kRetryCapSeconds, as the informers): the operator acts again within seconds of the
+  // API server coming back, not after a minute of backoff (issue 29).
+  kube::WorkQueue queue_{std::chrono::milliseconds(5),
+                         std::chrono::milliseconds(static_cast<long long>(kube::kRetryCapSeconds * 1000))};
   std::vector<std::thread> threads_;
   std::thread stats_;
   std::atomic<bool> stop_{false};

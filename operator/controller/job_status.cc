@@ -149,14 +149,21 @@ void fold_reading(const SwarmJob& job, const ProgressReading& reading, const std
   const Condition* before = find_condition(status.conditions, "RegistryReachable");
   const bool was_ok = !before || before->status == "True";
   if (reading.ok) {
+    status.progress_read_time.clear();  // the figures are current
     set_condition(status.conditions,
                   {"RegistryReachable", "True", "RegistryRead", "progress read from " + reading.url, "", job.generation},
                   now);
     if (!was_ok) out.events.push_back({"Normal", "RegistryReachable", "progress read from " + reading.url + " again"});
   } else {
+    // How old the figures are: the last good reading (kept while the registry stays unreachable).
+    if (reading.read_unix > 0) status.progress_read_time = kube::format_time(kube::from_seconds(reading.read_unix));
     set_condition(status.conditions,
                   {"RegistryReachable", "False", reading.error_reason,
-                   reading.error + " (step, samplesPerSecond and stages[] keep their last values)", "", job.generation},
+                   reading.error + " (step, samplesPerSecond and stages[] keep their values of " +
+                       (status.progress_read_time.empty() ? std::string("no reading yet")
+                                                          : "the last reading, at " + status.progress_read_time) +
+                       ")",
+                   "", job.generation},
                   now);
     if (was_ok) out.events.push_back({"Warning", reading.error_reason, reading.error});
   }

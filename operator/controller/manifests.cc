@@ -170,11 +170,12 @@ json spec_configmap(const SwarmJob& job) {
 }
 
 json data_plane_secret(const SwarmJob& job, const std::string& token) {
-  return {{"apiVersion", "v1"},
-          {"kind", "Secret"},
-          {"type", "Opaque"},
-          {"metadata", metadata(job, secret_name(job.name), "")},
-          {"stringData", {{"token", token}}}};
+  json md = metadata(job, secret_name(job.name), "");
+  if (!job.spec.checkpoint.path.empty()) {
+    md.erase("ownerReferences");
+    md["annotations"] = {{kAnnotationKeptFor, job.spec.checkpoint.path}, {kAnnotationJobUid, job.uid}};
+  }
+  return {{"apiVersion", "v1"}, {"kind", "Secret"}, {"type", "Opaque"}, {"metadata", md}, {"stringData", {{"token", token}}}};
 }
 
 json registry_service(const SwarmJob& job) {

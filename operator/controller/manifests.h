@@ -51,7 +51,15 @@ json owner_reference(const SwarmJob& job);
 json object_labels(const SwarmJob& job, const std::string& role);
 
 json spec_configmap(const SwarmJob& job);
+// The generated data-plane secret. A job with a checkpoint location (spec.checkpoint.path) keeps
+// its checkpoints past its deletion, and so its Secret: that one has no owner reference (the
+// garbage collector leaves it) and the annotations kAnnotationKeptFor (the checkpoint location)
+// and kAnnotationJobUid (the job that uses it now); a job re-created under the name takes it up
+// again and resumes from its checkpoints. Without checkpoints the Secret is owned by the job and
+// goes with it.
 json data_plane_secret(const SwarmJob& job, const std::string& token);
+inline constexpr const char* kAnnotationKeptFor = "swarm-operator.io/kept-for-checkpoints";
+inline constexpr const char* kAnnotationJobUid = "swarm-operator.io/job-uid";
 json registry_service(const SwarmJob& job);
 json stage_service(const SwarmJob& job, int stage);
 

@@ -108,6 +108,7 @@ struct ProgressReading {
   JobProgress progress;     // the last good progress (kept through errors)
   bool has_progress = false;
   double step_changed_unix = 0;  // system-clock seconds of progress.step_changed_at
+  double read_unix = 0;          // system-clock seconds of the last good reading (0: none yet)
 };
 
 // Registry base URL of a job: the annotation swarm-operator.io/registry-url when set, else

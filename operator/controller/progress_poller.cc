@@ -173,7 +173,9 @@ void ProgressPoller::poll_one(const ProgressTarget& t) {
     r.progress = previous.progress;
     r.has_progress = previous.has_progress;
     r.step_changed_unix = previous.step_changed_unix;
+    r.read_unix = previous.read_unix;
     if (r.ok) {
+      r.read_unix = unix_now();
       const double now = steady_now();
       r.progress = merge_progress(previous.progress, workers, stats, t.stages, t.global_batch, now, options_.window_seconds);
       r.has_progress = true;

@@ -130,9 +130,17 @@ void Reconciler::ensure_support_objects(const SwarmJob& job) {
   ensure(kube::resource_path("v1", ns, "configmaps"), spec_configmap_name(job.name), spec_configmap(job), true);
   if (job.spec.secret.secret_ref_name.empty()) {
     const std::string path = kube::resource_path("v1", ns, "secrets");
-    if (!client_.get_if_exists(path + "/" + secret_name(job.name))) {
+    const auto existing = client_.get_if_exists(path + "/" + secret_name(job.name));
+    if (!existing) {
       ensure(path, secret_name(job.name), data_plane_secret(job, random_hex_token()), false);
       record(job, "Normal", "SecretCreated", "data-plane secret " + secret_name(job.name) + " created");
+    } else if ((*existing)["metadata"].value("ownerReferences", json::array()).empty() &&
+               (*existing)["metadata"].value("annotations", json::object()).value(kAnnotationJobUid, "") != job.uid) {
+      // Kept from an earlier job of this name (data_plane_secret): this one takes it up, once.
+      client_.patch(path + "/" + secret_name(job.name), {{"metadata", {{"annotations", {{kAnnotationJobUid, job.uid}}}}}});
+      record(job, "Normal", "SecretKept",
+             "data-plane secret " + secret_name(job.name) + " kept from an earlier job of this name: its checkpoints in " +
+                 job.spec.checkpoint.path + " resume (delete the Secret and the folder to start afresh)");
     }
   }
   const std::string services = kube::resource_path("v1", ns, "services");
@@ -159,7 +167,11 @@ void Reconciler::cleanup_deleted(const std::string& ns, const std::string& name)
     world_.note_deleted(p["metadata"].value("uid", ""));
   }
   client_.remove(kube::resource_path("v1", ns, "configmaps", spec_configmap_name(name)));
-  client_.remove(kube::resource_path("v1", ns, "secrets", secret_name(name)));
+  // The generated Secret of a job with checkpoints outlives it (manifests.h, data_plane_secret): a
+  // job re-created under the name resumes with it. Only an owned one goes.
+  const std::string secret = kube::resource_path("v1", ns, "secrets", secret_name(name));
+  if (auto s = client_.get_if_exists(secret); s && !(*s)["metadata"].value("ownerReferences", json::array()).empty())
+    client_.remove(secret);
   client_.remove(kube::resource_path("v1", ns, "services", registry_service_name(name)));
   for (int s = 0; s < 64; ++s) {
     if (!client_.remove(kube::resource_path("v1", ns, "services", stage_service_name(name, s)))) break;

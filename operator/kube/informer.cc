@@ -4,6 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "operator/kube/retry.h"
 
 namespace swarm::kube {
 
@@ -230,7 +235,10 @@ bool Informer::watch_once() {
 
 void Informer::run() {
   bool need_list = true;
-  double backoff = 0.5;
+  int failures = 0;
+  std::minstd_rand jitter(static_cast<unsigned>(std::hash<std::string>{}(options_.plural)) ^
+                          static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   while (!stop_) {
     try {
       if (need_list) {
@@ -244,7 +252,7 @@ void Informer::run() {
         need_list = true;
       }
       ++watch_restarts_;
-      backoff = 0.5;
+      failures = 0;
     } catch (const ApiError& e) {
       if (stop_) break;
       if (e.gone()) {
@@ -252,10 +260,10 @@ void Informer::run() {
         need_list = true;
         continue;
       }
-      spdlog::warn("informer {}: {} (retry in {:.1f} s)", options_.plural, e.what(), backoff);
+      const double delay = retry_delay(++failures, unit(jitter));
+      spdlog::warn("informer {}: {} (retry in {:.1f} s)", options_.plural, e.what(), delay);
       swarm::MutexLock lock(wait_mu_);
-      wait_cv_.wait_for(wait_mu_, std::chrono::duration<double>(backoff), [this] { return stop_.load(); });
-      backoff = std::min(30.0, backoff * 2);
+      wait_cv_.wait_for(wait_mu_, std::chrono::duration<double>(delay), [this] { return stop_.load(); });
     }
   }
 }

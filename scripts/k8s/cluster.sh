@@ -26,6 +26,8 @@
 #   cluster.sh images           (re)import the project's images into every node (after a rebuild)
 #   cluster.sh node-stop I      stop node I's kubelet and containerd and kill its containers
 #                               (a node lost without notice); node-start I brings it back
+#   cluster.sh apiserver-restart [SECONDS]
+#                               stop the API server for SECONDS (default 10), start it again
 #   cluster.sh env              prints `export KUBECONFIG=...`
 # Needs root. State: /var/lib/swarm-cluster and /run/swarm-cluster (SWARM_CLUSTER_STATE/_RUN).
 set -euo pipefail
@@ -225,13 +227,7 @@ host_network() {
 }
 
 # --- control plane -----------------------------------------------------------------------------
-control_plane() {
-  mkdir -p "$STATE/logs"
-  start etcd "$STATE/logs/etcd.log" "$BIN/etcd" --name swarm-cluster --data-dir "$STATE/etcd" \
-    --listen-client-urls "http://$API:2379" --advertise-client-urls "http://$API:2379" \
-    --listen-peer-urls "http://$API:2380" --initial-advertise-peer-urls "http://$API:2380" \
-    --initial-cluster "swarm-cluster=http://$API:2380" --unsafe-no-fsync --log-level warn
-  wait_for 60 "etcd" curl -fsS "http://$API:2379/health"
+start_apiserver() {
   start kube-apiserver "$STATE/logs/kube-apiserver.log" "$BIN/kube-apiserver" \
     --etcd-servers "http://$API:2379" --bind-address "$API" --advertise-address "$API" --secure-port 6443 \
     --cert-dir "$STATE/pki/generated" --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
@@ -243,6 +239,15 @@ control_plane() {
     --kubelet-preferred-address-types InternalIP,Hostname \
     --service-cluster-ip-range "$SVC_CIDR" --allow-privileged --v 0
   wait_for 120 "kube-apiserver /readyz" kc get --raw /readyz
+}
+control_plane() {
+  mkdir -p "$STATE/logs"
+  start etcd "$STATE/logs/etcd.log" "$BIN/etcd" --name swarm-cluster --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://$API:2379" --advertise-client-urls "http://$API:2379" \
+    --listen-peer-urls "http://$API:2380" --initial-advertise-peer-urls "http://$API:2380" \
+    --initial-cluster "swarm-cluster=http://$API:2380" --unsafe-no-fsync --log-level warn
+  wait_for 60 "etcd" curl -fsS "http://$API:2379/health"
+  start_apiserver
   start kube-controller-manager "$STATE/logs/kube-controller-manager.log" "$BIN/kube-controller-manager" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -820,6 +825,18 @@ cmd_node_stop() {
   done
   log "$(node_name "$i") stopped: kubelet and containerd down, its containers killed"
 }
+# The API server stopped for SECONDS (default 10), then started again with the same flags; returns
+# once it answers /readyz (a restart of the control plane's front door: etcd, every other component
+# and the pods keep running).
+cmd_apiserver_restart() {
+  local down=${1:-10}
+  [[ "$down" =~ ^[0-9]+$ ]] || die "apiserver-restart: SECONDS must be a whole number, got '$down'"
+  BIN=${SWARM_K8S_CACHE:-$HOME/.cache/swarm-operator/k8s}/${SWARM_K8S_VERSION:-v1.36.3}/bin
+  [ -n "$KUBECTL" ] || KUBECTL=$BIN/kubectl
+  stop kube-apiserver 10
+  sleep "$down"
+  start_apiserver
+}
 cmd_node_start() {
   local i=${1:?node-start needs a node number}
   [[ "$i" =~ ^[1-9]$ ]] && [ "$i" -le "$(node_count)" ] || die "node-start: no node $i (1..$(node_count))"
@@ -837,6 +854,7 @@ case "${1:-}" in
           ensure_images; import_images ;;
   node-stop) cmd_node_stop "${2:-}" ;;
   node-start) cmd_node_start "${2:-}" ;;
+  apiserver-restart) cmd_apiserver_restart "${2:-}" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG_FILE" ;;
-  *) echo "usage: cluster.sh up [--nodes N] | down | status | leftovers | images | node-stop I | node-start I | env" >&2; exit 2 ;;
+  *) echo "usage: cluster.sh up [--nodes N] | down | status | leftovers | images | node-stop I | node-start I | apiserver-restart [SECONDS] | env" >&2; exit 2 ;;
 esac

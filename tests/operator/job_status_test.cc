@@ -264,7 +264,8 @@ TEST(JobStatusTest, RegistryReachabilityAndItsEvents) {
   DerivedStatus d = j.derive();
   expect_condition(d.status, "RegistryReachable", "False", "RegistryUnreachable",
                    "GET http://j-registry.ns.svc:7400/v1/stats: timed out (step, samplesPerSecond and stages[] keep "
-                   "their last values)");
+                   "their values of no reading yet)");
+  EXPECT_EQ(d.status.progress_read_time, "");
   EXPECT_EQ(d.status.step, 5);
   EXPECT_EQ(d.status.phase, "Running");  // reachability does not change the phase
   ASSERT_EQ(d.events.size(), 1u);
@@ -274,6 +275,15 @@ TEST(JobStatusTest, RegistryReachabilityAndItsEvents) {
 
   j.previous = d.status;  // still unreachable: no second Event
   EXPECT_TRUE(j.derive().events.empty());
+  // The last good reading was at 2026-12-03T10:00:00Z: the status says how old its figures are.
+  j.reading->read_unix = 1796292000;
+  d = j.derive();
+  EXPECT_EQ(d.status.progress_read_time, "2026-12-03T10:00:00Z");
+  expect_condition(d.status, "RegistryReachable", "False", "RegistryUnreachable",
+                   "GET http://j-registry.ns.svc:7400/v1/stats: timed out (step, samplesPerSecond and stages[] keep "
+                   "their values of the last reading, at 2026-12-03T10:00:00Z)");
+  EXPECT_EQ(to_json(d.status)["progressReadTime"], "2026-12-03T10:00:00Z");
+  j.previous = d.status;
 
   j.reading = good_reading();  // reachable again
   d = j.derive();
@@ -284,6 +294,8 @@ TEST(JobStatusTest, RegistryReachabilityAndItsEvents) {
   EXPECT_EQ(d.events[0].reason, "RegistryReachable");
   EXPECT_EQ(d.events[0].message, "progress read from http://j-registry.ns.svc:7400 again");
   EXPECT_EQ(d.status.step, 12);
+  EXPECT_EQ(d.status.progress_read_time, "") << "current figures carry no age";
+  EXPECT_FALSE(to_json(d.status).contains("progressReadTime"));
 }
 
 TEST(JobStatusTest, PoolOverflowFromThePlansPoolChanges) {

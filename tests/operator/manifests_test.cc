@@ -244,6 +244,20 @@ TEST(Manifests, SupportObjects) {
   EXPECT_EQ(svc["spec"]["clusterIP"], "None");
   EXPECT_EQ(svc["spec"]["selector"]["swarm-operator.io/stage"], "2");
   EXPECT_EQ(data_plane_secret(job, "t")["stringData"]["token"], "t");
+  // With a checkpoint location the Secret outlives the job (its checkpoints need it); without one
+  // it is the job's.
+  const std::string path = job.spec.checkpoint.path;
+  job.spec.checkpoint.path = "/ckpt";
+  const json kept = data_plane_secret(job, "t");
+  EXPECT_FALSE(kept["metadata"].contains("ownerReferences")) << kept.dump();
+  EXPECT_EQ(kept["metadata"]["annotations"]["swarm-operator.io/kept-for-checkpoints"], "/ckpt");
+  EXPECT_EQ(kept["metadata"]["annotations"]["swarm-operator.io/job-uid"], job.uid);
+  job.spec.checkpoint.path = "";
+  const json owned = data_plane_secret(job, "t");
+  ASSERT_EQ(owned["metadata"]["ownerReferences"].size(), 1u) << owned.dump();
+  EXPECT_EQ(owned["metadata"]["ownerReferences"][0]["uid"], job.uid);
+  EXPECT_FALSE(owned["metadata"].contains("annotations"));
+  job.spec.checkpoint.path = path;
   EXPECT_EQ(registry_pod(job, 0, stable_pool(job), {})["spec"].value("nodeSelector", json::object()).size(), 0u);
 }
 

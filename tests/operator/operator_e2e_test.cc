@@ -2,6 +2,7 @@
 // node deletion, NotReady), stage reassignment, pool overflow and move back.
 #include <gtest/gtest.h>
 
+
 #include <map>
 #include <optional>
 #include <set>
@@ -95,6 +96,63 @@ TEST_F(OperatorE2E, ExamplesCreateTheExpectedPodsWithTheExpectedPlacement) {
   ASSERT_EQ(env_->kubectl("get events --field-selector involvedObject.kind=SwarmJob", &out), 0);
   EXPECT_NE(out.find("WorkerCreated"), std::string::npos) << out;
   EXPECT_GT(op.metric("swarm_operator_jobs{phase=\"Running\"}"), 1.5);
+}
+
+// Issue 29: a job deleted and re-created under its name got a new generated secret, so it could
+// not authenticate its own checkpoints. The generated Secret of a job with a checkpoint location
+// outlives the job (no owner reference: the garbage collector leaves it; the operator does not
+// delete it) and the re-created job takes it up, once, with an Event. Without a checkpoint
+// location the Secret is owned by the job and goes with it.
+TEST_F(OperatorE2E, ARecreatedJobTakesUpTheSecretItsCheckpointsNeed) {
+  create_standard_nodes(*env_);
+  auto op = env_->start_operator();
+  const std::string secrets = "/api/v1/namespaces/default/secrets/";
+  ASSERT_EQ(env_->apply_yaml(job_yaml("again", two_pool_spec(2, 1, 4))), 0);
+  ASSERT_TRUE(wait_until([&] { return env_->client().get_if_exists(secrets + "again-secret").has_value(); }, 20s));
+  const json first = env_->client().get(secrets + "again-secret");
+  const std::string uid1 = env_->get_job("again")["metadata"]["uid"];
+  EXPECT_TRUE(first["metadata"].value("ownerReferences", json::array()).empty()) << first["metadata"].dump();
+  EXPECT_EQ(first["metadata"]["annotations"].value("swarm-operator.io/kept-for-checkpoints", ""), "/checkpoints");
+  EXPECT_EQ(first["metadata"]["annotations"].value("swarm-operator.io/job-uid", ""), uid1);
+  std::string out;
+  ASSERT_EQ(env_->kubectl("delete swarmjob again", &out), 0) << out;
+  ASSERT_TRUE(wait_until([&] { return env_->kubectl("get service again-registry", &out) != 0; }, 20s));  // cleaned up
+  const auto kept = env_->client().get_if_exists(secrets + "again-secret");
+  ASSERT_TRUE(kept.has_value()) << "the Secret went with the job: its checkpoints could not be read again";
+  EXPECT_EQ((*kept)["data"]["token"], first["data"]["token"]);
+
+  ASSERT_EQ(env_->apply_yaml(job_yaml("again", two_pool_spec(2, 1, 4))), 0);
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("again")["status"].value("phase", "") == "Running"; }, 30s));
+  const std::string uid2 = env_->get_job("again")["metadata"]["uid"];
+  ASSERT_NE(uid2, uid1);
+  ASSERT_TRUE(wait_until([&] {
+    return env_->client().get(secrets + "again-secret")["metadata"]["annotations"].value("swarm-operator.io/job-uid", "") == uid2;
+  }, 20s));
+  const json second = env_->client().get(secrets + "again-secret");
+  EXPECT_EQ(second["data"]["token"], first["data"]["token"]) << "the re-created job got a new secret";
+  // Every pod of the new job reads that Secret.
+  for (const auto& p : env_->pods("swarm-operator.io/job=again,swarm-operator.io/role in (worker,trainer)")) {
+    bool reads = false;
+    for (const auto& e : p["spec"]["containers"][0].value("env", json::array()))
+      if (e.value("name", "") == "SWARM_JOB_SECRET") reads = e["valueFrom"]["secretKeyRef"]["name"] == "again-secret";
+    EXPECT_TRUE(reads) << p["metadata"]["name"];
+  }
+  ASSERT_TRUE(wait_until([&] {
+    env_->kubectl("get events --field-selector reason=SecretKept -o jsonpath='{.items[*].message}'", &out);
+    return out.find("kept from an earlier job of this name") != std::string::npos;
+  }, 10s)) << out;
+  // Once: one Event, counted once (a repeat would raise its count).
+  env_->kubectl("get events --field-selector reason=SecretKept -o jsonpath='{range .items[*]}{.count}{\"\\n\"}{end}'", &out);
+  EXPECT_EQ(out, "1\n") << "SecretKept counts";
+
+  // No checkpoint location: the Secret is the job's and goes with it.
+  ASSERT_EQ(env_->apply_yaml(job_yaml("once", "  pipeline: {stages: 2}\n  workers: {perStage: 1}\n"
+                                              "  nodePools:\n  - {name: od, nodeSelector: {swarm-operator.io/node-class: on-demand}}\n")),
+            0);
+  ASSERT_TRUE(wait_until([&] { return env_->client().get_if_exists(secrets + "once-secret").has_value(); }, 20s));
+  EXPECT_EQ(env_->client().get(secrets + "once-secret")["metadata"]["ownerReferences"].size(), 1u);
+  ASSERT_EQ(env_->kubectl("delete swarmjob once", &out), 0) << out;
+  EXPECT_TRUE(wait_until([&] { return !env_->client().get_if_exists(secrets + "once-secret").has_value(); }, 20s));
 }
 
 TEST_F(OperatorE2E, ReclaimTaintReplacesWorkersBeforeTheNodeDies) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/crypto.h"
 #include "registry/registry_client.h"
 #include "tests/stage/swarm_fixture.h"
 #include "worker/model/optimizer.h"
@@ -103,16 +104,81 @@ TEST(Checkpoint, ATamperedOrMovedCheckpointIsRefused) {
     std::string bad = bytes;
     bad[i] ^= 0x04;
     std::ofstream(good.path, std::ios::binary | std::ios::trunc) << bad;
-    const bool in_magic = i >= bytes.size() - 56 && i < bytes.size() - 48;
-    expect_refused(good, 0, kKey, in_magic ? "no authentication trailer" : "authentication failed");
+    // The 64-byte trailer: magic (8), stage (8), step (8), key id (8), MAC (32).
+    const bool in_magic = i >= bytes.size() - 64 && i < bytes.size() - 56;
+    const bool in_key_id = i >= bytes.size() - 40 && i < bytes.size() - 32;
+    expect_refused(good, 0, kKey,
+                   in_magic    ? "no authentication trailer"
+                   : in_key_id ? "written by another job instance"
+                               : "authentication failed");
   }
   std::ofstream(good.path, std::ios::binary | std::ios::trunc) << bytes;
-  expect_refused(good, 0, runtime::checkpoint_key("another-jobs-secret"), "authentication failed");
+  expect_refused(good, 0, runtime::checkpoint_key("another-jobs-secret"), "written by another job instance");
+  EXPECT_THROW(runtime::open_checkpoint(good, 0, runtime::checkpoint_key("another-jobs-secret")),
+               runtime::ForeignCheckpoint);
   expect_refused(good, 1, kKey, "holds stage 0 step 40, not stage 1 step 40");
   runtime::CheckpointFile renamed{good.path, 90};
   expect_refused(renamed, 0, kKey, "holds stage 0 step 40, not stage 0 step 90");
   std::ofstream(good.path, std::ios::binary | std::ios::trunc) << state;  // an old, unauthenticated file
   expect_refused(good, 0, kKey, "no authentication trailer");
+  fs::remove_all(dir);
+}
+
+// Issue 29: a job deleted and re-created with a new secret found the old instance's files (steps
+// 850, 900) in its folder; retention, newest step first, then deleted the new job's own step 50.
+// Files carry the key id of the secret that wrote them: another instance's are listed with it,
+// never counted by retention nor removed, and refused by name (ForeignCheckpoint).
+TEST(Checkpoint, AnotherJobInstancesFilesAreNeitherCountedNorRemoved) {
+  const auto dir = fresh_dir("ckpt-foreign");
+  const std::string old_key = runtime::checkpoint_key("the-deleted-jobs-secret");
+  for (int step : {850, 900}) runtime::write_checkpoint(dir, 0, step, "old-" + std::to_string(step), 2, old_key);
+  for (int step : {50, 100, 150}) runtime::write_checkpoint(dir, 0, step, "new-" + std::to_string(step), 2, kKey);
+  const auto all = runtime::list_checkpoints(dir, 0);
+  std::vector<int64_t> steps;
+  for (const auto& f : all) steps.push_back(f.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{900, 850, 150, 100})) << "the new job's 50 pruned (keep 2), nothing else";
+  const std::vector<std::string> mine{runtime::checkpoint_key_id(kKey)};
+  for (const auto& f : all) {
+    EXPECT_EQ(f.key_id.size(), 16u) << f.path;
+    EXPECT_EQ(runtime::written_by_another(f, mine), f.step >= 850) << f.path;
+  }
+  EXPECT_EQ(runtime::open_checkpoint(all[2], 0, kKey), "new-150");
+  EXPECT_THROW(runtime::open_checkpoint(all[0], 0, kKey), runtime::ForeignCheckpoint);
+  EXPECT_EQ(runtime::open_checkpoint(all[0], 0, old_key), "old-900");
+  // The secret's previous key (a rotation) counts as the job's own: its files are pruned too.
+  runtime::write_checkpoint(dir, 0, 200, "rotated", 2, runtime::checkpoint_key("rotated-secret"),
+                            {runtime::checkpoint_key_id(kKey)});
+  steps.clear();
+  for (const auto& f : runtime::list_checkpoints(dir, 0)) steps.push_back(f.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{900, 850, 200, 150}));
+  fs::remove_all(dir);
+}
+
+// A checkpoint of the first format (a 56-byte trailer, no key id) still opens; having no key id it
+// is never taken for another instance's, and retention leaves it alone.
+TEST(Checkpoint, AFormatOneCheckpointStillOpensAndIsNeverPruned) {
+  const auto dir = fresh_dir("ckpt-v1");
+  fs::create_directories(dir + "/stage-0");
+  const std::string state = "format-one-state";
+  std::string head("SWCKPT01", 8);
+  for (int64_t v : {int64_t{0}, int64_t{7}})
+    for (int i = 0; i < 8; ++i) head.push_back(static_cast<char>(static_cast<uint64_t>(v) >> (8 * i)));
+  crypto::Hmac h(kKey);
+  h.update(state.data(), state.size());
+  h.update(head.data(), head.size());
+  const crypto::Mac mac = h.finish();
+  std::ofstream(dir + "/stage-0/step-000000007.ckpt", std::ios::binary)
+      << state << head << std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
+  auto all = runtime::list_checkpoints(dir, 0);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_TRUE(all[0].key_id.empty());
+  EXPECT_FALSE(runtime::written_by_another(all[0], {runtime::checkpoint_key_id(kKey)}));
+  EXPECT_EQ(runtime::open_checkpoint(all[0], 0, kKey), state);
+  for (int step : {8, 9, 10}) runtime::write_checkpoint(dir, 0, step, "v2", 1, kKey);
+  all = runtime::list_checkpoints(dir, 0);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].step, 10);
+  EXPECT_EQ(all[1].step, 7);
   fs::remove_all(dir);
 }
 

@@ -12,10 +12,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "registry/registry_client.h"
 #include "tests/stage/swarm_fixture.h"
+#include "worker/checkpoint/checkpoint.h"
 #include "worker/net/client.h"
 #include "worker/runtime/protocol.h"
 
@@ -234,6 +236,48 @@ TEST(StageReset, AtStepZeroAReplacementStartsFromTheInitialParameters) {
   registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
   EXPECT_FALSE(reg.stats().contains("failure"));
   ASSERT_TRUE(testing::train(swarm, 2).finished);
+}
+
+
+// Issue 29: a job re-created with a new secret finds the old instance's checkpoints in its folder.
+// A replacement of a stage that lost its last peer skips them (they are not this job's), logs and
+// counts them once although it looks again every 0.5 s, leaves them on disk, and the job's failure
+// says what was missing: a checkpoint *of this job*, with the other instance's files named.
+TEST(StageReset, CheckpointsOfAnotherJobInstanceAreSkippedCountedOnceAndNamedInTheFailure) {
+  torch::set_num_threads(1);
+  const auto dir = (std::filesystem::temp_directory_path() / ("swarm-foreign-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  const std::string old_key = runtime::checkpoint_key("the-deleted-jobs-secret");
+  for (int64_t step : {850, 900}) runtime::write_checkpoint(dir, 0, step, "old", 5, old_key);
+  auto spec = testing::tiny_job(2, 1000);
+  spec.checkpoint.path = dir;
+  spec.checkpoint.every_steps = 1000;  // this job writes none before its stage 0 is lost
+  testing::LocalSwarm swarm(spec, 1);
+  ASSERT_TRUE(testing::train(swarm, 3).finished);
+  registry::RegistryClient reg(swarm.registry->url(), std::chrono::seconds(5), testing::kSecret);
+  const auto known = [&] {
+    const auto st = reg.stats();
+    return st.contains("stageSteps") ? st["stageSteps"].value("0", int64_t{-1}) : int64_t{-1};
+  };
+  for (int i = 0; i < 400 && known() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_GE(known(), 1);
+  swarm.workers[0]->stop();
+  auto& replacement = swarm.add_worker(0, 7);  // returns once it serves or failed (after 2 x peer expiry)
+  EXPECT_TRUE(replacement.status().failed);
+  const auto stats = reg.stats();
+  ASSERT_TRUE(stats.contains("failure")) << stats.dump();
+  const std::string msg = stats["failure"].value("message", "");
+  EXPECT_NE(msg.find("no checkpoint of this job in " + dir + "/stage-0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("2 written by another job instance"), std::string::npos) << msg;
+  // Counted once by each worker that looked (the first peer of stage 0 at its start, and the
+  // replacement, which looked about 4 times before it failed, and looks no more): 2 + 2. The files
+  // stay.
+  for (int i = 0; i < 200 && event(reg, "foreign_checkpoints") < 4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_EQ(event(reg, "foreign_checkpoints"), 4);
+  EXPECT_EQ(event(reg, "checkpoints_refused"), 0);
+  EXPECT_EQ(runtime::list_checkpoints(dir, 0).size(), 2u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

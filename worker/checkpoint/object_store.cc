@@ -58,7 +58,8 @@ std::unique_ptr<storage::S3Client> s3_client_for(const CheckpointS3Spec& spec) {
 
 namespace s3_checkpoints {
 
-std::string write(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes, int64_t keep) {
+std::string write(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes, int64_t keep,
+                  const std::vector<std::string>& owned) {
   const S3Url u = parse_s3_url(where.path);
   auto client = s3_client_for(where.s3);
   const std::string prefix = stage_prefix(u, stage);
@@ -66,22 +67,37 @@ std::string write(const CheckpointLocation& where, int stage, int64_t step, cons
   client->put(u.bucket, key, bytes);
   const json manifest = {{"format", kManifestFormat}, {"stage", stage},   {"step", step},
                          {"object", checkpoint_step_name(step)}, {"bytes", bytes.size()},
-                         {"sha256", crypto::sha256_hex(bytes)}};
+                         {"sha256", crypto::sha256_hex(bytes)}, {"keyId", owned.back()}};
   client->put(u.bucket, manifest_key_of(key), manifest.dump());
-  // Prune: manifests beyond `keep`, newest first kept; objects whose manifest is gone and that are
-  // older than the newest kept one (half-written by a writer that died) go too.
+  // Prune this job's checkpoints: its manifests (keyId one of `owned`) beyond `keep`, newest first
+  // kept, and their objects. Another instance's (another keyId, or a manifest without one) are
+  // never counted nor removed. Objects without a manifest that are older than the newest kept one
+  // (half-written by a writer of this job that died) go too, unless another instance has a
+  // manifest of that step.
   std::set<int64_t> with_manifest;
   std::vector<std::pair<int64_t, std::string>> objects;
   for (const auto& o : client->list(u.bucket, prefix)) {
     if (int64_t s = step_of(o.key, prefix, kManifestSuffix); s >= 0) with_manifest.insert(s);
     if (int64_t s = step_of(o.key, prefix, ".ckpt"); s >= 0) objects.emplace_back(s, o.key);
   }
-  std::vector<int64_t> newest(with_manifest.rbegin(), with_manifest.rend());
-  std::set<int64_t> kept(newest.begin(), newest.begin() + std::min<size_t>(newest.size(), std::max<int64_t>(keep, 1)));
-  for (int64_t s : newest)
+  std::vector<int64_t> mine;
+  std::set<int64_t> foreign;
+  for (auto it = with_manifest.rbegin(); it != with_manifest.rend(); ++it) {
+    std::string id;
+    if (*it == step) {
+      id = owned.back();
+    } else if (auto m = client->get(u.bucket, manifest_key_of(prefix + checkpoint_step_name(*it)))) {
+      const json j = json::parse(*m, nullptr, false);
+      if (j.is_object() && j.contains("keyId") && j["keyId"].is_string()) id = j["keyId"].get<std::string>();
+    }
+    if (std::find(owned.begin(), owned.end(), id) != owned.end()) mine.push_back(*it);
+    else foreign.insert(*it);
+  }
+  std::set<int64_t> kept(mine.begin(), mine.begin() + std::min<size_t>(mine.size(), std::max<int64_t>(keep, 1)));
+  for (int64_t s : mine)
     if (!kept.count(s)) client->remove(u.bucket, manifest_key_of(prefix + checkpoint_step_name(s)));
   for (const auto& [s, k] : objects)
-    if (!kept.count(s) && s < step) client->remove(u.bucket, k);
+    if (!kept.count(s) && !foreign.count(s) && s < step) client->remove(u.bucket, k);
   return u.url_of(key);
 }
 
@@ -92,7 +108,7 @@ std::vector<CheckpointFile> list(const CheckpointLocation& where, int stage) {
   std::vector<CheckpointFile> out;
   for (const auto& o : client->list(u.bucket, prefix))
     if (int64_t s = step_of(o.key, prefix, kManifestSuffix); s >= 0)
-      out.push_back({u.url_of(prefix + checkpoint_step_name(s)), s});
+      out.push_back({u.url_of(prefix + checkpoint_step_name(s)), s, ""});  // key id: in the object (open_checkpoint)
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
   return out;
 }

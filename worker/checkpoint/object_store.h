@@ -18,10 +18,12 @@ std::unique_ptr<storage::S3Client> s3_client_for(const CheckpointS3Spec& spec);
 
 namespace s3_checkpoints {
 
-// `bytes` (trailer included) as stage `stage`'s checkpoint of `step`: the object, then its manifest;
-// then checkpoints beyond `keep` (manifest first) and older objects that never got a manifest are
-// deleted. Returns the object's s3:// URL.
-std::string write(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes, int64_t keep);
+// `bytes` (trailer included) as stage `stage`'s checkpoint of `step`: the object, then its manifest
+// (with keyId, the last of `owned`: the writer's key id); then this job's checkpoints (a manifest
+// whose keyId is one of `owned`) beyond `keep` (manifest first) and older objects that never got a
+// manifest are deleted; another job instance's are left alone. Returns the object's s3:// URL.
+std::string write(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes, int64_t keep,
+                  const std::vector<std::string>& owned);
 // Checkpoints with a manifest, newest first.
 std::vector<CheckpointFile> list(const CheckpointLocation& where, int stage);
 // The object's bytes after checking them against its manifest (size, SHA-256, stage, step).

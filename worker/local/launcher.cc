@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -567,6 +568,20 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   if (!final_peers_.empty()) summary["peers_per_stage"] = final_peers_;
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
+  // The registry's step of each stage, and how far apart they are. Each stage closes a step when
+  // its peers admitted the global batch; with two or more peers a stage admits a few microbatches
+  // more (each peer learns the others' count every 25 ms), a different surplus per stage, so the
+  // stages' counts drift apart (issue 29): the spread measures it.
+  if (stats.is_object() && stats.contains("stageSteps") && stats["stageSteps"].is_object()) {
+    summary["stage_steps"] = stats["stageSteps"];
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (const auto& [k, v] : stats["stageSteps"].items()) {
+      if (!v.is_number_integer()) continue;
+      lo = std::min(lo, v.get<int64_t>());
+      hi = std::max(hi, v.get<int64_t>());
+    }
+    summary["stage_step_spread"] = hi >= lo ? hi - lo : 0;
+  }
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
                         "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures",
                         "stale_handoffs_taken", "stale_handoff_samples", "handoff_samples_unconfirmed",

@@ -178,9 +178,9 @@ int64_t StageServer::Impl::stage_newest_step(int s) {
 void StageServer::Impl::fail_stage_reset(int s, int64_t at_step) {
   const std::string message =
       "stage " + std::to_string(s) + " lost its state at step " + std::to_string(at_step) +
-      ": it has no live peer and no checkpoint, so it would restart from its initial parameters while the "
-      "other stages keep their trained ones. The job stops. Give the job a checkpoint location "
-      "(spec.checkpoint.path) or more peers per stage.";
+      ": it has no live peer and " + why_no_checkpoint(s) +
+      ", so it would restart from its initial parameters while the other stages keep their trained ones. The job "
+      "stops.";
   spdlog::error("worker {}: {}", opt.peer_id, message);
   {
     swarm::MutexLock lk(mu);
@@ -292,10 +292,16 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
       if (listed != nullptr) *listed = false;
       return false;
     }
+    const auto mine = own_key_ids();
+    std::vector<std::string> foreign, refused;
     for (const auto& ckpt : found) {
       // A peer re-syncing holds the state of step min_step - 1: an older checkpoint would only
       // throw steps away.
       if (ckpt.step < min_step) break;
+      if (written_by_another(ckpt, mine)) {  // another job instance's: not tried, never removed
+        foreign.push_back(ckpt.path);
+        continue;
+      }
       try {
         model::load_state(open_checkpoint_of_job(ckpt, s), *model, *optimizer);
         step = ckpt.step;
@@ -306,14 +312,64 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
         // stage takes up the swarm's step number (and learning-rate schedule) from there on.
         const int64_t ahead = align_with_swarm(s);
         report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
+        note_unusable_checkpoints(s, foreign, refused);
         return true;
+      } catch (const ForeignCheckpoint&) {
+        foreign.push_back(ckpt.path);  // its key id, read from the object: another instance's
       } catch (const std::exception& e) {
-        spdlog::error("worker {}: checkpoint {} refused: {}", opt.peer_id, ckpt.path, e.what());
-        report_event("checkpoints_refused", 1);
+        refused.push_back(ckpt.path + ": " + e.what());
       }
     }
+    note_unusable_checkpoints(s, foreign, refused);
   }
   return false;
+}
+
+std::vector<std::string> StageServer::Impl::own_key_ids() const {
+  std::vector<std::string> ids{checkpoint_key_id(checkpoint_key(opt.secret))};
+  if (!opt.previous_secret.empty()) ids.push_back(checkpoint_key_id(checkpoint_key(opt.previous_secret)));
+  return ids;
+}
+
+void StageServer::Impl::note_unusable_checkpoints(int s, const std::vector<std::string>& foreign,
+                                                  const std::vector<std::string>& refused) {
+  std::vector<std::string> new_foreign, new_refused;
+  {
+    swarm::MutexLock lk(mu);
+    auto& [f_seen, r_seen] = unusable_checkpoints[s];
+    for (const auto& p : foreign)
+      if (f_seen.insert(p).second) new_foreign.push_back(p);
+    for (const auto& p : refused)
+      if (r_seen.insert(p).second) new_refused.push_back(p);
+  }
+  if (!new_foreign.empty()) {
+    spdlog::warn("worker {}: stage {}: {} checkpoint(s) in {} written by another job instance (another secret: a job "
+                 "deleted and re-created under its name) left untouched and not restored, newest {}",
+                 opt.peer_id, s, new_foreign.size(), opt.spec.checkpoint.path, new_foreign.front());
+    report_event("foreign_checkpoints", static_cast<int64_t>(new_foreign.size()));
+  }
+  for (const auto& why : new_refused) spdlog::error("worker {}: checkpoint refused: {}", opt.peer_id, why);
+  if (!new_refused.empty()) report_event("checkpoints_refused", static_cast<int64_t>(new_refused.size()));
+}
+
+std::string StageServer::Impl::why_no_checkpoint(int s) const {
+  const std::string& path = opt.spec.checkpoint.path;
+  if (path.empty()) return "no checkpoint location (give the job spec.checkpoint.path, or more peers per stage)";
+  size_t foreign = 0, refused = 0;
+  {
+    swarm::MutexLock lk(mu);
+    auto it = unusable_checkpoints.find(s);
+    if (it != unusable_checkpoints.end()) {
+      foreign = it->second.first.size();
+      refused = it->second.second.size();
+    }
+  }
+  std::string why = "no checkpoint of this job in " + path + "/stage-" + std::to_string(s);
+  if (foreign == 0 && refused == 0)
+    return why + " (none written yet: the stage lost its last peer before its first checkpoint, spec.checkpoint."
+                 "everySteps " + std::to_string(opt.spec.checkpoint.every_steps) + ")";
+  return why + " (" + std::to_string(foreign) + " written by another job instance with another secret, left untouched; " +
+         std::to_string(refused) + " refused, see the worker's log)";
 }
 
 std::string StageServer::Impl::open_checkpoint_of_job(const CheckpointFile& f, int s) const {
@@ -491,7 +547,7 @@ void StageServer::Impl::write_checkpoint_now(bool wait) {
 void StageServer::Impl::write_checkpoint_job(const CheckpointJob& job) {
   try {
     auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), job.stage, job.step, job.state,
-                                 opt.spec.checkpoint.keep, checkpoint_key(opt.secret));
+                                 opt.spec.checkpoint.keep, checkpoint_key(opt.secret), own_key_ids());
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {
     // Training goes on (the previous checkpoints stay intact); the count shows the stage is at

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <optional>
 #include <thread>
 
@@ -113,6 +114,11 @@ struct StageServer::Impl {
                       double timeout);
   // A checkpoint of stage s, authenticated with the job's secret (or its previous one).
   std::string open_checkpoint_of_job(const CheckpointFile& f, int s) const;
+  std::vector<std::string> own_key_ids() const;  // the key ids of the secret and of its previous one
+  // Checkpoints of stage s that could not be restored: `foreign` of another job instance (skipped),
+  // `refused` (failed to read or authenticate). Each file logged and counted once, not each try.
+  void note_unusable_checkpoints(int s, const std::vector<std::string>& foreign, const std::vector<std::string>& refused);
+  std::string why_no_checkpoint(int s) const;  // for the StageReset message
   void maybe_checkpoint(bool writer);         // after a step
   // Copies the state now and hands it to checkpoint_writer (`wait`: until it is written).
   void write_checkpoint_now(bool wait = false);
@@ -211,6 +217,8 @@ struct StageServer::Impl {
   bool failure_reported GUARDED_BY(mu) = false;
   bool failure_reporting GUARDED_BY(mu) = false;  // a report to the registry is in flight
   std::string failure_message GUARDED_BY(mu);
+  // Checkpoint files already logged and counted as unusable, by stage: (foreign, refused).
+  std::map<int, std::pair<std::set<std::string>, std::set<std::string>>> unusable_checkpoints GUARDED_BY(mu);
   int failure_stage GUARDED_BY(mu) = -1;
   int64_t failure_step GUARDED_BY(mu) = 0;
   std::atomic<int> stage{-1};     // the stage served now (changes when the rebalancer moves it)
