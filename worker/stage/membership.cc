@@ -317,7 +317,7 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
       } catch (const ForeignCheckpoint&) {
         foreign.push_back(ckpt.path);  // its key id, read from the object: another instance's
       } catch (const std::exception& e) {
-        refused.push_back(ckpt.path + ": " + e.what());
+        refused.push_back(ckpt.path + " refused: " + e.what());
       }
     }
     note_unusable_checkpoints(s, foreign, refused);
@@ -348,7 +348,7 @@ void StageServer::Impl::note_unusable_checkpoints(int s, const std::vector<std::
                  opt.peer_id, s, new_foreign.size(), opt.spec.checkpoint.path, new_foreign.front());
     report_event("foreign_checkpoints", static_cast<int64_t>(new_foreign.size()));
   }
-  for (const auto& why : new_refused) spdlog::error("worker {}: checkpoint refused: {}", opt.peer_id, why);
+  for (const auto& why : new_refused) spdlog::error("worker {}: checkpoint {}", opt.peer_id, why);
   if (!new_refused.empty()) report_event("checkpoints_refused", static_cast<int64_t>(new_refused.size()));
 }
 
