@@ -268,8 +268,25 @@ print("  samples lost by kind %s (total samples_lost %d, microbatches_lost %d, p
 print("  restores/resyncs     checkpoint_restores %d, checkpoint_steps_lost %d, stage_steps_lost %d, resyncs %d, handoffs %d" % (
       soak.get("checkpoint_restores", 0), soak.get("checkpoint_steps_lost", 0), soak.get("stage_steps_lost", 0),
       soak.get("resyncs", 0), soak.get("handoffs", 0)))
-print("  stage steps          %s, spread %s (one global batch should be one step of every stage: 0 or 1)" % (
-      json.dumps(soak.get("stage_steps", {})), soak.get("stage_step_spread", "-")))
+print("  stage steps          %s, spread %s" % (json.dumps(soak.get("stage_steps", {})), soak.get("stage_step_spread", "-")))
+def invariant_line(name, run):
+    # One global batch is one step for every stage (worker/local/step_invariant.h): each stage's
+    # extra samples (global batch x step + its open step's claims - the samples the trainers
+    # completed) is 0 without faults, and within what the faults account for with them.
+    inv = run.get("step_invariant")
+    if not isinstance(inv, dict):
+        return "  step invariant %-6s - (no step_invariant in the summary)" % name
+    extra = {s: st.get("extra_samples") for s, st in inv.get("stages", {}).items()}
+    acc = inv.get("accounted_samples", {})
+    return ("  step invariant %-6s %s: completed global batches %d (%d samples); extra samples per stage %s, "
+            "accounted %d (%s), may take away %d; steps short %d (%d samples), over %d (%d samples)" % (
+            name, "ok" if inv.get("ok") else "BAD", inv.get("completed_global_batches", -1),
+            inv.get("completed_samples", -1), json.dumps(extra), acc.get("total", 0),
+            ", ".join("%s %d" % (k, v) for k, v in acc.items() if k not in ("total", "may_take_away") and v),
+            acc.get("may_take_away", 0), run.get("steps_short", 0), run.get("step_samples_short", 0),
+            run.get("steps_over", 0), run.get("step_samples_over", 0)))
+print(invariant_line("soak", soak))
+print(invariant_line("undisturbed", base))
 print("  median step time     %.2f s; stalls > 2x: %d" % (median, len(stalls)))
 for t, st, g in stalls:
     kinds = [f["kind"] for f in faults if t - 20 <= f["t"] <= t + g]  # during the stall or just before

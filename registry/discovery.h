@@ -34,10 +34,15 @@ class StepCoordinator {
  public:
   virtual ~StepCoordinator();
   // `samples`: done this step; `admitted`: done + accepted forwards still owed a backward (>=
-  // samples). The view's samples_total sums the stage's admitted counts (planner/step_book.h).
+  // samples), which becomes the peer's claim. The view's samples_total sums the stage's claims
+  // (planner/step_book.h).
   virtual planner::ProgressView report_progress(int stage, int64_t step, const std::string& peer,
                                                 int64_t samples, int64_t target,
                                                 int64_t admitted) = 0;
+  // The same counts with a claim (planner/step_book.h, Claims): the view's `granted` is the
+  // peer's share of the step it may admit work under.
+  virtual planner::ProgressView claim(int stage, int64_t step, const std::string& peer,
+                                      const planner::ClaimRequest& request, int64_t target) = 0;
   // false = the group is closed (ready without this peer): retry with the next attempt.
   virtual bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
                          double gather_seconds) = 0;

@@ -281,6 +281,16 @@ planner::ProgressView RegistryClient::report_progress(int stage, int64_t step,
   return impl_->decoded(methods::POST, path, r, wire::progress_from_json);
 }
 
+planner::ProgressView RegistryClient::claim(int stage, int64_t step, const std::string& peer,
+                                            const planner::ClaimRequest& request, int64_t target) {
+  const std::string path = step_path(stage, step) + "/progress";
+  json body = wire::to_json(request);
+  body["peerId"] = peer;
+  body["target"] = target;
+  Reply r = impl_->checked(methods::POST, path, &body);
+  return impl_->decoded(methods::POST, path, r, wire::progress_from_json);
+}
+
 void RegistryClient::report_dropped(int stage, int64_t step, const std::string& peer, int64_t target,
                                     int64_t dropped) {
   const std::string path = step_path(stage, step) + "/progress";

@@ -59,6 +59,8 @@ class RegistryClient : public Discovery, public StepCoordinator {
   planner::ProgressView report_progress(int stage, int64_t step, const std::string& peer,
                                         int64_t samples, int64_t target,
                                         int64_t admitted) override;
+  planner::ProgressView claim(int stage, int64_t step, const std::string& peer,
+                              const planner::ClaimRequest& request, int64_t target) override;
   bool join_step(int stage, int64_t step, int attempt, const planner::Member& m,
                  double gather_seconds) override;
   planner::GroupView step_group(int stage, int64_t step, int attempt) override;

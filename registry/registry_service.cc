@@ -147,10 +147,12 @@ void RegistryService::expire_locked(double t) {
 
 void RegistryService::lose_locked(const planner::PeerRecord& rec) {
   if (rec.role != "worker" || rec.stage < 0) return;
-  const int64_t lost = steps_.abandon(rec.stage, rec.peer_id);
+  int64_t owed = 0;
+  const int64_t lost = steps_.abandon(rec.stage, rec.peer_id, now(), &owed);
   count_event_locked("peers_lost", 1);
-  spdlog::info("registry: worker {} of stage {} lost (expired or withdrawn by its launcher)", rec.peer_id,
-               rec.stage);
+  spdlog::info("registry: worker {} of stage {} lost (expired or withdrawn by its launcher); {} samples of its "
+               "claim on the step were owed work, retried on the stage's other peers",
+               rec.peer_id, rec.stage, owed);
   if (lost <= 0) return;
   // Should the peer come back (it was frozen, not dead) and drop that gradient itself, it must not
   // count it again (see "dropped" in the progress handler).
@@ -459,8 +461,13 @@ HttpReply RegistryService::get_stats(const Request&) {
     stage_steps[std::to_string(st)] = std::max<int64_t>(0, steps_.newest_step(st));
   for (const auto& [st, r] : stage_step_high_)
     stage_steps[std::to_string(st)] = std::max(r, stage_steps.value(std::to_string(st), int64_t{0}));
+  // The claims of each stage's newest (open) step: with stageSteps and the trainers' completed
+  // samples, the step invariant of the summary (worker/local/launcher.cc).
+  json open_samples = json::object();
+  for (const auto& [key, r] : stage_steps.items())
+    open_samples[key] = steps_.claims(std::stoi(key), r.get<int64_t>());
   json out{{"rebalanceMoves", rebalance_moves_}, {"events", events_}, {"assignments", assignments_},
-           {"stageSteps", stage_steps}};
+           {"stageSteps", stage_steps}, {"stageOpenSamples", open_samples}};
   if (!failure_.is_null()) out["failure"] = failure_;
   return reply(200, out);
 }
@@ -481,17 +488,22 @@ void RegistryService::count_dropped_locked(const std::string& peer, int stage, i
 HttpReply RegistryService::post_progress(const Request& req) {
   const json j = wire::parse_object(req.body);
   const std::string peer = wire::get_peer_id(j, "peerId");
-  const int64_t samples = wire::get_int(j, "samples", 0, kMaxI64);
+  const planner::ClaimRequest claim = wire::claim_from_json(j);
   const int64_t target = wire::get_int(j, "target", 1, kMaxI64);
-  const int64_t admitted = wire::get_int_or(j, "admitted", samples, kMaxI64, samples);
   const int64_t dropped = wire::get_int_or(j, "dropped", 0, kMaxI64, 0);
   swarm::MutexLock lock(mu_);
   const double t = now();
   if (dropped > 0) count_dropped_locked(peer, req.stage, req.step, dropped);
   last_progress_[peer] = {req.stage, req.step};
   note_step_locked(req.stage, req.step);
-  json out = wire::to_json(
-      steps_.report_progress(req.stage, req.step, peer, samples, target, peers_, t, admitted));
+  // A registry restarted a moment ago grants nothing until every live peer had its chance to
+  // re-tell its claims (membership_known_locked): granted again, they would pass the target.
+  const planner::ProgressView view =
+      steps_.claim(req.stage, req.step, peer, claim, target, peers_, t, membership_known_locked(t));
+  // Retries of a gone peer's work that took a fresh claim: the stage admitted those samples twice
+  // (bench/soak.sh and the summary's step invariant account for them).
+  if (view.readmitted > 0) count_event_locked("samples_readmitted", view.readmitted);
+  json out = wire::to_json(view);
   // The stage's newest step: a peer whose step the book has finished without it learns how far
   // its stage got (worker/stage/membership.cc, resync).
   out["newestStep"] = steps_.newest_step(req.stage);

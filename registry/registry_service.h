@@ -11,12 +11,18 @@
 //          counts in "peers_lost"; the same happens when a worker's record expires
 //   GET    /v1/peers[?role=worker|trainer][&stage=N]                 -> {"peers": [PeerRecord...]}
 //          (each record's text is kept between its heartbeats: peer_listing.h)
-//   POST   /v1/stages/{s}/steps/{r}/progress      {"peerId","samples","target"[,"admitted"][,"dropped"]}
-//                                                  "dropped": the peer dropped that many samples of its
-//                                                  gradient of step r (it fell behind): counted in
+//   POST   /v1/stages/{s}/steps/{r}/progress      {"peerId","samples","target"[,"admitted"][,"want"]
+//                                                  [,"unit"][,"transfers"][,"dropped"]}: the peer's counts
+//                                                  and the claim it asks for (planner/step_book.h, Claims;
+//                                                  wire.h). "dropped": the peer dropped that many samples of
+//                                                  its gradient of step r (it fell behind): counted in
 //                                                  "samples_lost" unless already counted when it expired
-//                                                  -> ProgressView (admitted >= samples; default samples)
-//                                                     + "newestStep": the stage's newest step in the book
+//                                                  -> ProgressView (admitted >= samples; default samples;
+//                                                     "granted": the peer's claim) + "newestStep": the
+//                                                     stage's newest step in the book. Nothing is granted
+//                                                     while membership is not known (below); retries of a
+//                                                     gone peer's work granted fresh samples count as
+//                                                     "samples_readmitted"
 //   POST   /v1/stages/{s}/steps/{r}/attempts/{a}/join   Member + "gatherSeconds"
 //                                                  -> 200 {"joined": true} | 409 {"error": "step closed",
 //                                                     "newestStep": the stage's newest step}
@@ -39,6 +45,8 @@
 //   GET    /v1/stats                                                 -> {"rebalanceMoves", "events",
 //                                                                        "assignments", "stageSteps":
 //                                                                        {stage: newest step seen},
+//                                                                        "stageOpenSamples": {stage: the
+//                                                                        claims of that step},
 //                                                                        "failure": {"reason", "stage",
 //                                                                        "step", "message"} (absent while
 //                                                                        healthy)}

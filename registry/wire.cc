@@ -219,7 +219,39 @@ json to_json(const planner::ProgressView& v) {
   return json{{"step", v.step},
               {"samplesTotal", v.samples_total},
               {"target", v.target},
-              {"targetReached", v.target_reached}};
+              {"targetReached", v.target_reached},
+              {"granted", v.granted}};
+}
+
+json to_json(const planner::ClaimRequest& r) {
+  json out{{"samples", r.done}, {"admitted", std::max(r.used, r.done)}};
+  if (r.want >= 0) out["want"] = r.want;
+  if (r.unit > 0) out["unit"] = r.unit;
+  if (!r.transfers.empty()) {
+    out["transfers"] = json::array();
+    for (const auto& t : r.transfers) out["transfers"].push_back(json{{"from", t.from}, {"samples", t.samples}});
+  }
+  return out;
+}
+
+planner::ClaimRequest claim_from_json(const json& j) {
+  planner::ClaimRequest r;
+  r.done = get_int(j, "samples", 0, kI64Max);
+  r.used = get_int_or(j, "admitted", r.done, kI64Max, r.done);
+  r.want = get_int_or(j, "want", -1, kI64Max, -1);
+  r.unit = get_int_or(j, "unit", 0, kI64Max, 0);
+  const json* transfers = find(j, "transfers");
+  if (transfers == nullptr) return r;
+  if (!transfers->is_array() || transfers->size() > kMaxTransfers)
+    throw BadField("transfers", "must be an array of at most " + std::to_string(kMaxTransfers) + " transfers",
+                   describe(*transfers));
+  for (size_t i = 0; i < transfers->size(); ++i) {
+    const std::string prefix = "transfers[" + std::to_string(i) + "].";
+    const json& t = (*transfers)[i];
+    if (!t.is_object()) throw BadField(prefix.substr(0, prefix.size() - 1), "must be a JSON object", describe(t));
+    r.transfers.push_back({get_peer_id(t, "from", prefix), get_int(t, "samples", 1, kI64Max, prefix)});
+  }
+  return r;
 }
 
 planner::ProgressView progress_from_json(const json& j) {
@@ -231,6 +263,7 @@ planner::ProgressView progress_from_json(const json& j) {
   if (r == nullptr) missing("targetReached");
   if (!r->is_boolean()) throw BadField("targetReached", "must be a boolean", describe(*r));
   v.target_reached = r->get<bool>();
+  v.granted = get_int_or(j, "granted", 0, kI64Max, 0);
   return v;
 }
 
@@ -257,7 +290,8 @@ std::vector<planner::Member> members_from_json(const json& j, bool restore) {
 json to_json(const planner::GroupView& v) {
   json members = json::array();
   for (const auto& m : v.members) members.push_back(to_json(m));
-  return json{{"state", planner::to_string(v.state)}, {"members", members}, {"leader", v.leader}};
+  return json{{"state", planner::to_string(v.state)}, {"members", members}, {"leader", v.leader},
+              {"stepFull", v.step_full}, {"awaiting", v.awaiting}};
 }
 
 planner::GroupView group_from_json(const json& j) {
@@ -274,6 +308,20 @@ planner::GroupView group_from_json(const json& j) {
   }
   v.members = members_from_json(j);
   v.leader = get_string(j, "leader", "", false, "");
+  if (const json* full = find(j, "stepFull")) {
+    if (!full->is_boolean()) throw BadField("stepFull", "must be a boolean", describe(*full));
+    v.step_full = full->get<bool>();
+  }
+  if (const json* awaiting = find(j, "awaiting")) {
+    if (!awaiting->is_array() || awaiting->size() > kMaxGroupMembers)
+      throw BadField("awaiting", "must be an array of peer ids", describe(*awaiting));
+    for (size_t i = 0; i < awaiting->size(); ++i) {
+      const json& id = (*awaiting)[i];
+      if (!id.is_string() || !valid_peer_id(id.get<std::string>()))
+        throw BadField("awaiting[" + std::to_string(i) + "]", "must be a peer id", describe(id));
+      v.awaiting.push_back(id.get<std::string>());
+    }
+  }
   return v;
 }
 

@@ -47,16 +47,25 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
 json to_json(const planner::Member& m);
 planner::Member member_from_json(const json& j, const std::string& prefix = "");
 
-// ProgressView: {"step","samplesTotal","target","targetReached"}.
+// ProgressView: {"step","samplesTotal","target","targetReached","granted"} ("granted" read as 0
+// when absent; readmitted is the registry's own count, not sent).
 json to_json(const planner::ProgressView& v);
 planner::ProgressView progress_from_json(const json& j);
+
+// The counts and the claim of a progress report (planner/step_book.h, Claims):
+// {"samples" (done), "admitted" (used; default samples), "want" (-1 or absent: none), "unit",
+//  "transfers": [{"from": peerId, "samples": n}...] (at most kMaxTransfers)}.
+inline constexpr size_t kMaxTransfers = 1024;
+json to_json(const planner::ClaimRequest& r);
+planner::ClaimRequest claim_from_json(const json& j);
 
 // "members": [Member...] of `j` (required). With `restore` (the body of a group re-told after a
 // registry restart): at least one, at most kMaxGroupMembers, no peerId twice.
 inline constexpr size_t kMaxGroupMembers = 4096;
 std::vector<planner::Member> members_from_json(const json& j, bool restore = false);
 
-// GroupView: {"state": "gathering"|"ready"|"unknown", "members": [Member...], "leader"}.
+// GroupView: {"state": "gathering"|"ready"|"unknown", "members": [Member...], "leader",
+// "stepFull", "awaiting": [peerId...]} (the last two read as true and [] when absent).
 json to_json(const planner::GroupView& v);
 planner::GroupView group_from_json(const json& j);
 

@@ -86,7 +86,9 @@ TEST(StepBookProgress, StagesAndStepsAreSeparate) {
   EXPECT_EQ(book.report_progress(0, 3, "b", 1, 100, t, 1).samples_total, 11);
 }
 
-TEST(StepBookProgress, TargetLatches) {
+// A peer's claim is its part of the step until it releases it: a peer that dies keeps it (what it
+// owed is retried on the others and moves to them), so the step stays full for everyone.
+TEST(StepBookProgress, AFullStepStaysFullWhenAPeerDies) {
   PeerTable t = table_with({"a", "b"});
   StepBook book;
   book.report_progress(0, 0, "a", 60, 100, t, 1);
@@ -94,26 +96,179 @@ TEST(StepBookProgress, TargetLatches) {
   EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
 
-  // b dies: the total drops below the target, but the step stays reached for everyone.
+  // b dies (its record expires): its claim stays.
   t.upsert(worker("a", 0), 5);
   v = book.report_progress(0, 0, "a", 60, 100, t, 10.5);
-  EXPECT_EQ(v.samples_total, 60);
+  EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
   // A later step starts fresh.
   EXPECT_FALSE(book.report_progress(0, 1, "a", 0, 100, t, 10.5).target_reached);
 }
 
-TEST(StepBookProgress, DeadPeersSamplesLeaveTheTotal) {
+TEST(StepBookProgress, EveryReportCountsWhetherItsPeerIsListedOrNot) {
   PeerTable t = table_with({"a", "b"});
   StepBook book;
   book.report_progress(0, 0, "a", 30, 100, t, 1);
   EXPECT_EQ(book.report_progress(0, 0, "b", 20, 100, t, 1).samples_total, 50);
-  t.upsert(worker("a", 0), 5);  // a heartbeats, b does not
-  EXPECT_EQ(book.report_progress(0, 0, "a", 31, 100, t, 12).samples_total, 31);
-  t.remove("a");  // withdrawn peers count for nothing either
-  EXPECT_EQ(book.report_progress(0, 0, "a", 31, 100, t, 12).samples_total, 0);
-  // An unknown (never announced) peer's report is kept but not counted.
-  EXPECT_EQ(book.report_progress(0, 0, "ghost", 1000, 100, t, 12).samples_total, 0);
+  t.remove("a");
+  EXPECT_EQ(book.report_progress(0, 0, "b", 21, 100, t, 12).samples_total, 51);
+  // A peer the registry has not heard announce yet (a registry restarted a moment ago) reports
+  // its counts: facts, counted, so nobody else is granted them again.
+  EXPECT_EQ(book.report_progress(0, 0, "late", 9, 100, t, 12).samples_total, 60);
+  // A report of 0 (a peer that settled its gradient elsewhere) takes its part out.
+  EXPECT_EQ(book.report_progress(0, 0, "late", 0, 100, t, 12).samples_total, 51);
+}
+
+ClaimRequest ask(int64_t done, int64_t used, int64_t want, int64_t unit = 4, std::vector<Transfer> transfers = {}) {
+  ClaimRequest r;
+  r.done = done;
+  r.used = used;
+  r.want = want;
+  r.unit = unit;
+  r.transfers = std::move(transfers);
+  return r;
+}
+
+// Issue 29: with two peers each admitting against the other's count of 25 ms ago, a step of 32
+// averaged 36-52 samples. Grants are atomic: whoever asks, however often, the claims of a step
+// never pass its target.
+TEST(StepBookClaims, GrantsNeverPassTheTarget) {
+  PeerTable t = table_with({"a", "b", "c"});
+  StepBook book;
+  int64_t used[3] = {0, 0, 0};
+  int64_t granted[3] = {0, 0, 0};
+  const char* names[3] = {"a", "b", "c"};
+  for (int round = 0; round < 20; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      // Each asks for two more microbatches of 4 than it used; what it was granted it uses.
+      ProgressView v = book.claim(0, 0, names[i], ask(0, used[i], used[i] + 8), 32, t, 1);
+      granted[i] = v.granted;
+      used[i] = v.granted;
+      EXPECT_LE(v.samples_total, 32);
+    }
+  }
+  EXPECT_EQ(granted[0] + granted[1] + granted[2], 32);
+  ProgressView v = book.claim(0, 0, "a", ask(0, used[0], used[0] + 4), 32, t, 1);
+  EXPECT_EQ(v.granted, used[0]);
+  EXPECT_EQ(v.samples_total, 32);
+  EXPECT_TRUE(v.target_reached);
+  EXPECT_EQ(v.readmitted, 0);
+}
+
+TEST(StepBookClaims, AGrantIsWholeUnitsOrTheStepIsAsFullAsItGets) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  ProgressView v = book.claim(0, 0, "a", ask(0, 0, 8), 10, t, 1);
+  EXPECT_EQ(v.granted, 8);
+  EXPECT_FALSE(v.target_reached);
+  // 2 left, b waits with a microbatch of 4: admitting it would pass the target.
+  v = book.claim(0, 0, "b", ask(0, 0, 4), 10, t, 1);
+  EXPECT_EQ(v.granted, 0);
+  EXPECT_EQ(v.samples_total, 8);
+  EXPECT_TRUE(v.target_reached);
+}
+
+TEST(StepBookClaims, AReleasedClaimReopensTheStep) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  EXPECT_TRUE(book.claim(0, 0, "a", ask(0, 8, 16), 16, t, 1).target_reached);
+  // a's second forward expired in its queue: it asks for no more than it used.
+  ProgressView v = book.claim(0, 0, "a", ask(4, 8, 8), 16, t, 1.1);
+  EXPECT_EQ(v.granted, 8);
+  EXPECT_FALSE(v.target_reached);
+  v = book.claim(0, 0, "b", ask(0, 0, 8), 16, t, 1.2);
+  EXPECT_EQ(v.granted, 8);
+  EXPECT_TRUE(v.target_reached);
+  // A claim is never below what the peer used: a used count is a fact.
+  EXPECT_EQ(book.claim(0, 0, "b", ask(0, 12, 0), 16, t, 1.3).granted, 12);
+  EXPECT_EQ(book.claims(0, 0), 20);
+  EXPECT_EQ(book.claims(0, 1), 0);
+}
+
+TEST(StepBookClaims, NothingIsGrantedWhileGrantsAreWithheld) {
+  PeerTable t = table_with({"a"});
+  StepBook book;
+  // A registry restarted a moment ago: peers re-tell what they used, nobody gets more yet.
+  ProgressView v = book.claim(0, 5, "a", ask(4, 12, 20), 32, t, 1, /*grants=*/false);
+  EXPECT_EQ(v.granted, 12);
+  EXPECT_EQ(v.samples_total, 12);
+  EXPECT_EQ(book.claim(0, 5, "a", ask(4, 12, 20), 32, t, 2).granted, 20);
+}
+
+// A killed peer's owed work comes back as retries on the live peers, each naming it: its claim
+// moves to them, full step or not, so the stage admits each microbatch once in the step.
+TEST(StepBookClaims, AGonePeersOwedWorkMovesToThePeersThatRetryIt) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
+  EXPECT_TRUE(book.claim(0, 3, "b", ask(0, 16, 16), 32, t, 1).target_reached);
+  EXPECT_EQ(book.abandon(0, "a", 2), 8);  // its done samples are lost
+  EXPECT_EQ(book.claims(0, 3), 32);
+  // b is asked to recompute two microbatches a held.
+  ProgressView v = book.claim(0, 3, "b", ask(0, 16, 24, 4, {{"a", 4}, {"a", 4}}), 32, t, 2.1);
+  EXPECT_EQ(v.granted, 24);
+  EXPECT_EQ(v.samples_total, 32);
+  EXPECT_EQ(v.readmitted, 0);
+  // A third retry naming a (it had done that one before it died): nothing of a's claim is left
+  // to move, and the step is full: it waits for the next step, where it takes a fresh claim.
+  v = book.claim(0, 3, "b", ask(0, 24, 28, 4, {{"a", 4}}), 32, t, 2.2);
+  EXPECT_EQ(v.granted, 24);
+  book.claim(0, 4, "b", ask(0, 0, 0), 32, t, 3);
+  v = book.claim(0, 4, "b", ask(0, 0, 4, 4, {{"a", 4}}), 32, t, 3);
+  EXPECT_EQ(v.granted, 4);
+  EXPECT_EQ(v.readmitted, 0);  // a never reported in step 4: nothing of it was gone there
+}
+
+// A worker restarted under the same id (or a frozen one come back) reports afresh: what the
+// gone process held stays in the step, and its retries still take that claim over.
+TEST(StepBookClaims, APeerBackUnderItsIdLeavesWhatItsGoneProcessHeld) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
+  book.claim(0, 0, "b", ask(0, 16, 16), 32, t, 1);
+  EXPECT_EQ(book.abandon(0, "a", 2), 8);
+  ProgressView v = book.claim(0, 0, "a", ask(0, 0, 0), 32, t, 3);  // the new process, state downloaded
+  EXPECT_EQ(v.samples_total, 32);
+  EXPECT_TRUE(v.target_reached);
+  v = book.claim(0, 0, "a", ask(0, 0, 4, 4, {{"a", 4}}), 32, t, 3.1);  // a retry of the old one's work
+  EXPECT_EQ(v.granted, 0);  // from itself: nothing moves
+  v = book.claim(0, 0, "b", ask(0, 16, 24, 4, {{"a", 4}, {"a", 4}}), 32, t, 3.2);
+  EXPECT_EQ(v.granted, 24);
+  EXPECT_EQ(v.samples_total, 32);
+  book.join(0, 0, 0, member("b", 24), 10, 3.3);
+  EXPECT_TRUE(book.group(0, 0, 0, t, 3.3).awaiting.empty());
+}
+
+TEST(StepBookClaims, ARetryOfWorkAGonePeerHadDoneTakesAFreshClaimCounted) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(8, 8, 8), 32, t, 1);  // all done
+  book.claim(0, 0, "b", ask(0, 8, 8), 32, t, 1);
+  EXPECT_EQ(book.abandon(0, "a", 2), 8);
+  // It died between its backward and the reply: the trainer retries that microbatch on b.
+  ProgressView v = book.claim(0, 0, "b", ask(0, 8, 12, 4, {{"a", 4}}), 32, t, 2.1);
+  EXPECT_EQ(v.granted, 12);
+  EXPECT_EQ(v.readmitted, 4);
+  EXPECT_EQ(v.samples_total, 20);
+}
+
+TEST(StepBookClaims, TransfersComeOnlyFromPeersThatAreGone) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(0, 8, 8), 16, t, 1);
+  book.claim(0, 0, "b", ask(0, 8, 8), 16, t, 1);
+  // a lives (its activations expired: a recompute on b): nothing moves, and the step is full.
+  EXPECT_EQ(book.claim(0, 0, "b", ask(0, 8, 12, 4, {{"a", 4}}), 16, t, 2).granted, 8);
+  // a released what it dropped: the space is free for anyone.
+  book.claim(0, 0, "a", ask(0, 4, 4), 16, t, 2.1);
+  ProgressView v = book.claim(0, 0, "b", ask(0, 8, 12, 4, {{"a", 4}}), 16, t, 2.2);
+  EXPECT_EQ(v.granted, 12);
+  EXPECT_EQ(v.readmitted, 0);
+  // An expired record is as good as gone.
+  t.upsert(worker("b", 0), 5);
+  v = book.claim(0, 0, "b", ask(0, 12, 16, 4, {{"a", 4}}), 16, t, 11);
+  EXPECT_EQ(v.granted, 16);
+  EXPECT_EQ(book.claims(0, 0), 16);
 }
 
 TEST(StepBookGroup, UnknownUntilFirstJoin) {
@@ -183,8 +338,9 @@ TEST(StepBookGroup, ADrainingPeerHoldingSamplesOfTheStepIsWaitedFor) {
   GroupView g = book.group(0, 1, 0, t, 1.3);
   EXPECT_EQ(g.state, GroupView::Ready);
   EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
-  // Once it settled its gradient elsewhere (it reports 0 admitted), it is no longer waited for.
-  book.report_progress(0, 2, "a", 8, 16, t, 2);
+  // Once it settled its gradient elsewhere (it reports 0 admitted; the taker holds its samples),
+  // it is no longer waited for.
+  book.report_progress(0, 2, "a", 16, 16, t, 2);
   book.report_progress(0, 2, "b", 0, 16, t, 2);
   EXPECT_EQ(book.join(0, 2, 0, member("a", 8), 30, 2), JoinResult::Joined);
   EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
@@ -222,6 +378,7 @@ TEST(StepBookGroup, AJoiningPeerThatReportedSamplesOfTheStepIsWaitedFor) {
   newcomer.state = PeerState::Joining;
   t.upsert(newcomer, 0);
   StepBook book;
+  book.report_progress(0, 1, "a", 60, 64, t, 1);
   book.report_progress(0, 1, "b", 4, 64, t, 1);
   EXPECT_EQ(book.join(0, 1, 0, member("a", 16), 30, 1), JoinResult::Joined);
   EXPECT_EQ(book.group(0, 1, 0, t, 1.1).state, GroupView::Gathering);
@@ -233,9 +390,69 @@ TEST(StepBookGroup, AJoiningPeerThatReportedSamplesOfTheStepIsWaitedFor) {
   PeerRecord failed = worker("b", 0);
   failed.state = PeerState::Failed;
   t.upsert(failed, 2);
+  book.report_progress(0, 2, "a", 60, 64, t, 2);
   book.report_progress(0, 2, "b", 4, 64, t, 2);
   EXPECT_EQ(book.join(0, 2, 0, member("a", 16), 30, 2), JoinResult::Joined);
   EXPECT_EQ(book.group(0, 2, 0, t, 2.1).state, GroupView::Ready);
+}
+
+// No stage steps on fewer samples than its global batch: a group whose step is not full stays
+// gathering, past its window too, and tells its members so (they go back to admitting work).
+TEST(StepBookGroup, AStepThatIsNotFullNeverCloses) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(8, 8, 8), 32, t, 0);
+  book.claim(0, 0, "b", ask(8, 8, 8), 32, t, 0);
+  book.join(0, 0, 0, member("a", 8), 5, 0);
+  book.join(0, 0, 0, member("b", 8), 5, 0);
+  GroupView g = book.group(0, 0, 0, t, 9);
+  EXPECT_EQ(g.state, GroupView::Gathering);
+  EXPECT_FALSE(g.step_full);
+  // It fills at t=9: the window runs from then on, not from the first join.
+  book.claim(0, 0, "a", ask(8, 24, 24), 32, t, 9);
+  t.upsert(worker("a", 0), 9);
+  t.upsert(worker("b", 0), 9);
+  book.join(0, 0, 0, member("a", 24), 5, 9.1);
+  g = book.group(0, 0, 0, t, 9.2);
+  EXPECT_TRUE(g.step_full);
+  EXPECT_EQ(g.state, GroupView::Ready);  // both joined
+  // With b not joined, the window (5 s from t=9) decides.
+  book.claim(0, 1, "a", ask(0, 16, 16), 32, t, 10);
+  book.claim(0, 1, "b", ask(0, 8, 8), 32, t, 10);
+  book.join(0, 1, 0, member("a", 16), 5, 10);
+  book.claim(0, 1, "b", ask(0, 16, 16), 32, t, 12);
+  EXPECT_EQ(book.group(0, 1, 0, t, 16.9).state, GroupView::Gathering);
+  EXPECT_EQ(book.join(0, 1, 0, member("b", 16), 5, 16.95), JoinResult::Joined);
+}
+
+// A peer killed mid-step owed work its trainers retry on the live peers: the group waits for
+// them to take it over (kRetrySeconds) and says whom it awaits.
+TEST(StepBookGroup, AGroupAwaitsTheRetriesOfAGonePeersOwedWork) {
+  PeerTable t = table_with({"a", "b", "c"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(12, 12, 12), 32, t, 1);
+  book.claim(0, 0, "b", ask(12, 12, 12), 32, t, 1);
+  book.claim(0, 0, "c", ask(0, 8, 8), 32, t, 1);  // 8 owed
+  book.abandon(0, "c", 2);
+  t.remove("c");
+  book.join(0, 0, 0, member("a", 12), 10, 2);
+  book.join(0, 0, 0, member("b", 12), 10, 2);
+  GroupView g = book.group(0, 0, 0, t, 2.1);
+  EXPECT_EQ(g.state, GroupView::Gathering);
+  EXPECT_EQ(g.awaiting, (std::vector<std::string>{"c"}));
+  // b takes both retries over, computes them and joins again.
+  book.claim(0, 0, "b", ask(12, 12, 20, 4, {{"c", 4}, {"c", 4}}), 32, t, 2.2);
+  g = book.group(0, 0, 0, t, 2.3);
+  EXPECT_TRUE(g.awaiting.empty());
+  EXPECT_EQ(g.state, GroupView::Ready);
+  // Retries that never come (the trainer gave the microbatch up) hold the step kRetrySeconds.
+  book.claim(0, 1, "a", ask(12, 12, 12), 32, t, 3);
+  book.claim(0, 1, "b", ask(12, 20, 20), 32, t, 3);
+  book.abandon(0, "b", 4);
+  t.remove("b");
+  book.join(0, 1, 0, member("a", 12), 10, 4);
+  EXPECT_EQ(book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds - 0.1).state, GroupView::Gathering);
+  EXPECT_EQ(book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds).state, GroupView::Ready);
 }
 
 TEST(StepBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {
@@ -395,8 +612,8 @@ TEST(StepBookAbandon, UnaveragedSamplesOfTheNewestReportedStepAreReturnedOnce) {
   EXPECT_EQ(book.abandon(0, "a"), 0);   // nothing left: counted once
   EXPECT_EQ(book.abandon(1, "b"), 0);   // another stage
   EXPECT_EQ(book.abandon(0, "zz"), 0);  // never reported
-  // The abandoned report no longer counts in the total.
-  EXPECT_EQ(book.report_progress(0, 4, "b", 20, 64, t, 0).samples_total, 20);
+  // The abandoned report's claim stays in the total (what it owed is retried by others).
+  EXPECT_EQ(book.report_progress(0, 4, "b", 20, 64, t, 0).samples_total, 32);
 }
 
 TEST(StepBookAbandon, MembersOfTheNewestReadyGroupLostNothing) {

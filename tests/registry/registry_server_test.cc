@@ -167,7 +167,7 @@ TEST_F(RegistryServerTest, RecordsExpireWithoutHeartbeats) {
   EXPECT_TRUE(client_->peers().empty());
 }
 
-TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
+TEST_F(RegistryServerTest, ProgressSumsAndClaims) {
   start();
   client_->announce(worker_record("a", 0));
   client_->announce(worker_record("b", 0));
@@ -179,10 +179,20 @@ TEST_F(RegistryServerTest, ProgressSumsAndLatches) {
   v = client_->report_progress(0, 5, "b", 60, 100, 60);
   EXPECT_EQ(v.samples_total, 100);
   EXPECT_TRUE(v.target_reached);
+  // b leaves: what it used stays in the step (its samples are in the stage's step either way).
   client_->withdraw("b", true);
   v = client_->report_progress(0, 5, "a", 41, 100, 41);
-  EXPECT_EQ(v.samples_total, 41);
-  EXPECT_TRUE(v.target_reached);  // latched
+  EXPECT_EQ(v.samples_total, 101);
+  EXPECT_TRUE(v.target_reached);
+  // A claim: granted only as far as the step's target allows.
+  planner::ClaimRequest c;
+  c.done = 0;
+  c.used = 0;
+  c.want = 24;
+  c.unit = 4;
+  v = client_->claim(0, 6, "a", c, 16);
+  EXPECT_EQ(v.granted, 16);
+  EXPECT_TRUE(v.target_reached);
 }
 
 TEST_F(RegistryServerTest, ThreePeerStepWithConcurrentJoins) {

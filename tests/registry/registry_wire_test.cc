@@ -102,7 +102,7 @@ TEST_F(ServiceTest, ProgressAndMatchmaking) {
   announce("a", 0, "worker", "serving");
   announce("b", 0, "worker", "serving");
   json v = call("POST", "/v1/stages/0/steps/3/progress", R"({"peerId":"a","samples":5,"target":8})");
-  EXPECT_EQ(v, json::parse(R"({"step":3,"samplesTotal":5,"target":8,"targetReached":false,"newestStep":3})"));
+  EXPECT_EQ(v, json::parse(R"({"step":3,"samplesTotal":5,"target":8,"targetReached":false,"granted":5,"newestStep":3})"));
   v = call("POST", "/v1/stages/0/steps/3/progress", R"({"peerId":"b","samples":3,"target":8})");
   EXPECT_EQ(v["targetReached"], true);
 
@@ -115,11 +115,47 @@ TEST_F(ServiceTest, ProgressAndMatchmaking) {
   json g = call("GET", group);
   EXPECT_EQ(g["state"], "ready");
   EXPECT_EQ(g["leader"], "a");
+  EXPECT_EQ(g["stepFull"], true);
+  EXPECT_EQ(g["awaiting"], json::array());
   EXPECT_EQ(g["members"], json::parse(R"([{"peerId":"a","host":"ha","port":1,"samples":0},
                                           {"peerId":"b","host":"hb","port":2,"samples":3}])"));
   announce("c", 0);
   EXPECT_EQ(error("POST", join, R"({"peerId":"c","host":"hc","port":3,"gatherSeconds":30})", 409),
             "step closed");
+}
+
+// Issue 29: claims on the wire. A peer asks for the work waiting in its queue ("want"); the
+// registry grants it only as far as the step's global batch allows; a retry naming a killed peer
+// ("transfers") takes over that peer's claim, and one the killed peer had done counts as
+// samples_readmitted.
+TEST_F(ServiceTest, ClaimsAreGrantedUpToTheGlobalBatchAndMoveFromAKilledPeer) {
+  now_ += 3;
+  announce("a", 0, "worker", "serving");
+  announce("b", 0, "worker", "serving");
+  const std::string progress = "/v1/stages/0/steps/0/progress";
+  json v = call("POST", progress, R"({"peerId":"a","samples":0,"admitted":4,"want":12,"unit":4,"target":16})");
+  EXPECT_EQ(v["granted"], 12);
+  EXPECT_EQ(v["targetReached"], false);
+  v = call("POST", progress, R"({"peerId":"b","samples":0,"want":8,"unit":4,"target":16})");
+  EXPECT_EQ(v["granted"], 4);  // only 4 were left
+  EXPECT_EQ(v["samplesTotal"], 16);
+  EXPECT_EQ(v["targetReached"], true);
+  // a is killed with 8 samples owed: withdrawn by its launcher, its claim stays.
+  call("POST", progress, R"({"peerId":"a","samples":4,"admitted":12,"target":16})");
+  call("DELETE", "/v1/peers/a");
+  v = call("POST", progress, R"({"peerId":"b","samples":4,"admitted":4,"want":16,"unit":4,"target":16,
+                                 "transfers":[{"from":"a","samples":4},{"from":"a","samples":4}]})");
+  EXPECT_EQ(v["granted"], 12);
+  EXPECT_EQ(v["samplesTotal"], 16);
+  // A retry of work a had done: nothing of its claim is left to move; it waits for the next step,
+  // where it takes a fresh claim (not counted: a never held a claim there).
+  v = call("POST", progress, R"({"peerId":"b","samples":4,"admitted":12,"want":16,"unit":4,"target":16,
+                                 "transfers":[{"from":"a","samples":4}]})");
+  EXPECT_EQ(v["granted"], 12);
+  const json stats = call("GET", "/v1/stats");
+  EXPECT_EQ(stats["stageOpenSamples"]["0"], 16);
+  EXPECT_EQ(stats["events"].value("samples_readmitted", 0), 0);
+  EXPECT_EQ(stats["events"].value("samples_lost", 0), 4);
 }
 
 // Issue 11: a worker that finds its stage without state after the job trained reports the job's
@@ -303,6 +339,20 @@ TEST_F(ServiceTest, BadInputNamesTheField) {
             "peerId: must be 1-128 characters of [A-Za-z0-9._-], got \"a b\"");
   EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":18446744073709551615,"target":1})"),
             "samples: must be an integer in [0, 9223372036854775807], got 18446744073709551615");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":4,"admitted":3,"target":8})"),
+            "admitted: must be an integer in [4, 9223372036854775807], got 3");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"want":-2,"target":8})"),
+            "want: must be an integer in [-1, 9223372036854775807], got -2");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"unit":"4","target":8})"),
+            "unit: must be an integer in [0, 9223372036854775807], got \"4\"");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"target":8,"transfers":{}})"),
+            "transfers: must be an array of at most 1024 transfers, got {}");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"target":8,"transfers":[{"from":"a b","samples":4}]})"),
+            "transfers[0].from: must be 1-128 characters of [A-Za-z0-9._-], got \"a b\"");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"target":8,"transfers":[{"from":"b","samples":0}]})"),
+            "transfers[0].samples: must be an integer in [1, 9223372036854775807], got 0");
+  EXPECT_EQ(error("POST", progress, R"({"peerId":"a","samples":1,"target":8,"transfers":[7]})"),
+            "transfers[0]: must be a JSON object, got 7");
 
   EXPECT_EQ(error("POST", "/v1/stages/one/steps/1/progress", "{}"),
             "stage: must be an integer in [0, 1048576], got \"one\"");
@@ -411,12 +461,49 @@ TEST(Wire, RoundTrips) {
   EXPECT_EQ(back.members[1].host, "hb");
   EXPECT_EQ(back.leader, "a");
 
-  planner::ProgressView p{7, 100, 200, true};
+  g.state = planner::GroupView::Gathering;
+  g.step_full = false;
+  g.awaiting = {"gone-peer"};
+  back = wire::group_from_json(wire::to_json(g));
+  EXPECT_FALSE(back.step_full);
+  EXPECT_EQ(back.awaiting, std::vector<std::string>{"gone-peer"});
+  json older = wire::to_json(g);  // a registry before claims: full, nobody awaited
+  older.erase("stepFull");
+  older.erase("awaiting");
+  EXPECT_TRUE(wire::group_from_json(older).step_full);
+  EXPECT_TRUE(wire::group_from_json(older).awaiting.empty());
+
+  planner::ProgressView p{7, 100, 200, true, 40, 0};
   planner::ProgressView pb = wire::progress_from_json(wire::to_json(p));
   EXPECT_EQ(pb.step, 7);
   EXPECT_EQ(pb.samples_total, 100);
   EXPECT_EQ(pb.target, 200);
   EXPECT_TRUE(pb.target_reached);
+  EXPECT_EQ(pb.granted, 40);
+
+  planner::ClaimRequest c;
+  c.done = 4;
+  c.used = 8;
+  c.want = 16;
+  c.unit = 4;
+  c.transfers = {{"gone-peer", 4}};
+  planner::ClaimRequest cb = wire::claim_from_json(wire::to_json(c));
+  EXPECT_EQ(cb.done, 4);
+  EXPECT_EQ(cb.used, 8);
+  EXPECT_EQ(cb.want, 16);
+  EXPECT_EQ(cb.unit, 4);
+  ASSERT_EQ(cb.transfers.size(), 1u);
+  EXPECT_EQ(cb.transfers[0].from, "gone-peer");
+  EXPECT_EQ(cb.transfers[0].samples, 4);
+  EXPECT_EQ(wire::claim_from_json(json{{"samples", 3}}).want, -1);  // a report without a claim
+  json bad_group = wire::to_json(g);
+  bad_group["awaiting"] = json::array({"ok", 5});
+  try {
+    wire::group_from_json(bad_group);
+    FAIL() << "expected BadField";
+  } catch (const wire::BadField& e) {
+    EXPECT_EQ(e.field(), "awaiting[1]");
+  }
 
   json bad = wire::to_json(g);
   bad["members"][1]["port"] = "x";

@@ -72,29 +72,74 @@ TEST(RequestQueue, RefusesForwardsThatWaitedPastTheirCallersTimeoutAndSaysWhy) {
   EXPECT_EQ(q.size(), 1u);
 }
 
-TEST(RequestQueue, TakesBackwardsFirstAndHoldsNewForwardsWhileAdmissionIsClosed) {
+Admission admit(int64_t budget, bool leaving = false, std::set<std::string> activations = {}) {
+  Admission a;
+  a.leaving = leaving;
+  a.budget = budget;
+  a.activations = std::move(activations);
+  return a;
+}
+
+// A backward that brings the stage input (a failover: the peer may recompute the forward).
+std::shared_ptr<Task> with_input(std::shared_ptr<Task> t, const std::string& from = "") {
+  t->request.tensors.resize(2);
+  if (!from.empty()) t->meta["from"] = from;
+  return t;
+}
+
+TEST(RequestQueue, TakesBackwardsFirstAndNewWorkOnlyWithinTheClaim) {
   FakeClock c(kStart);
   RequestQueue q(c.clock());
   auto fwd = task(net::Forward, 1), eval = task(net::Forward, 2, true), bwd = task(net::Backward, 3),
        state = task(net::StateRequest, 4);
   for (const auto& t : {fwd, eval, bwd, state}) q.push(t);
   bool held = true;
-  EXPECT_EQ(q.take(false, false, &held), bwd);
+  EXPECT_EQ(q.take(admit(0, false, {"mb3"}), &held), bwd);
   EXPECT_FALSE(held);
-  EXPECT_EQ(q.take(false, false, &held), state);
-  EXPECT_EQ(q.take(false, false, &held), eval);  // eval forwards do not count against the step
+  EXPECT_EQ(q.take(admit(0), &held), state);
+  EXPECT_EQ(q.take(admit(0), &held), eval);  // eval forwards do not count against the step
   EXPECT_FALSE(held);
-  EXPECT_TRUE(q.has_eligible(false, true));
-  EXPECT_FALSE(q.has_eligible(false, false));
-  EXPECT_EQ(q.take(false, false, &held), nullptr);
-  EXPECT_TRUE(held);
+  EXPECT_TRUE(q.has_eligible(admit(4)));
+  EXPECT_FALSE(q.has_eligible(admit(3)));  // a forward of 4 samples does not fit a claim of 3
+  EXPECT_EQ(q.take(admit(3), &held), nullptr);
+  EXPECT_TRUE(held);  // work waits for a claim
   EXPECT_EQ(q.size(), 1u);
-  EXPECT_EQ(q.take(false, true, &held), fwd);
+  EXPECT_EQ(q.take(admit(4), &held), fwd);
   EXPECT_FALSE(held);
-  // An empty queue with admission closed still says the admission decided (the step closes).
-  EXPECT_EQ(q.take(false, false, &held), nullptr);
+  EXPECT_EQ(q.take(admit(0), &held), nullptr);
+  EXPECT_FALSE(held);  // nothing waits
+  EXPECT_FALSE(q.has_eligible(admit(100, true)));
+}
+
+// A backward of activations this peer does not hold, with the input to recompute them, is work
+// admitted into the step: it needs a claim, before new forwards (it finishes a microbatch under
+// way); one without the input only fails (activation_missing) and is taken at once.
+TEST(RequestQueue, ARecomputeNeedsAClaimAndComesBeforeNewForwards) {
+  FakeClock c(kStart);
+  RequestQueue q(c.clock());
+  auto fwd = task(net::Forward, 1), recompute = with_input(task(net::Backward, 2), "gone-peer"),
+       missing = task(net::Backward, 3), owed = with_input(task(net::Backward, 4));
+  for (const auto& t : {fwd, recompute, missing, owed}) q.push(t);
+  const std::set<std::string> held_here{"mb4"};
+  EXPECT_TRUE(RequestQueue::needs_claim(*fwd, held_here));
+  EXPECT_TRUE(RequestQueue::needs_claim(*recompute, held_here));
+  EXPECT_FALSE(RequestQueue::needs_claim(*missing, held_here));
+  EXPECT_FALSE(RequestQueue::needs_claim(*owed, held_here));
+  EXPECT_FALSE(RequestQueue::needs_claim(*task(net::Forward, 5, true), held_here));
+  const Demand d = q.demand(held_here);
+  EXPECT_EQ(d.samples, 8);
+  EXPECT_EQ(d.unit, 4);
+  ASSERT_EQ(d.transfers.size(), 1u);  // the retry names the peer that held its work
+  EXPECT_EQ(d.transfers[0].from, "gone-peer");
+  EXPECT_EQ(d.transfers[0].samples, 4);
+  bool held = false;
+  EXPECT_EQ(q.take(admit(4, false, held_here), &held), missing);
+  EXPECT_EQ(q.take(admit(4, false, held_here), &held), owed);
+  EXPECT_EQ(q.take(admit(4, false, held_here), &held), recompute);
+  EXPECT_EQ(q.take(admit(0, false, held_here), &held), nullptr);
   EXPECT_TRUE(held);
-  EXPECT_FALSE(q.has_eligible(true, true));
+  EXPECT_EQ(q.demand(held_here).samples, 4);
+  EXPECT_TRUE(q.demand(held_here).transfers.empty());
 }
 
 TEST(RequestQueue, ALeavingPeerTakesItsForwardsToAnswerThem) {
@@ -102,9 +147,9 @@ TEST(RequestQueue, ALeavingPeerTakesItsForwardsToAnswerThem) {
   RequestQueue q(c.clock());
   auto fwd = task(net::Forward, 1);
   q.push(fwd);
-  EXPECT_TRUE(q.has_eligible(true, false));
+  EXPECT_TRUE(q.has_eligible(admit(0, true)));
   bool held = true;
-  EXPECT_EQ(q.take(true, false, &held), fwd);
+  EXPECT_EQ(q.take(admit(0, true), &held), fwd);
   EXPECT_FALSE(held);
 }
 

@@ -29,6 +29,7 @@
 #include "worker/checkpoint/export.h"
 #include "worker/local/report.h"
 #include "worker/local/preemption.h"
+#include "worker/local/step_invariant.h"
 
 namespace fs = std::filesystem;
 namespace swarm::runtime {
@@ -118,6 +119,7 @@ class LocalRun {
   std::optional<std::string> lost_stage() const;
   bool job_failed();
   int finish();
+  nlohmann::json settled_stats(const nlohmann::json& fallback);
   nlohmann::json summary_of(const nlohmann::json& report, nlohmann::json stats);
   int exit_status(const nlohmann::json& report) const;
 
@@ -527,6 +529,25 @@ bool LocalRun::job_failed() {
   return true;
 }
 
+// The registry's stats once the trainers stopped and every stage closed the step their last
+// microbatches filled (a few seconds at most; `fallback` when the registry does not answer): the
+// step invariant compares each stage's step with the samples the trainers completed.
+nlohmann::json LocalRun::settled_stats(const nlohmann::json& fallback) {
+  nlohmann::json st = fallback;
+  for (const double until = now_seconds() + 10; now_seconds() < until;) {
+    try {
+      st = registry_->stats();
+    } catch (const std::exception&) {
+    }
+    bool settled = st.is_object() && st.contains("stageOpenSamples");
+    for (const auto& [k, v] : settled ? st["stageOpenSamples"].items() : nlohmann::json::object().items())
+      settled = settled && v.is_number_integer() && v.get<int64_t>() < spec_.training.global_batch;
+    if (settled) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return st;
+}
+
 // Stops every child, writes and prints the summary; returns the exit status.
 int LocalRun::finish() {
   nlohmann::json stats;
@@ -539,6 +560,7 @@ int LocalRun::finish() {
   // A failed job has microbatches in flight that can never finish (a stage is gone): waiting for
   // them would only wait out the request timeouts.
   stop_children(children_, "trainer", failure_.is_null() ? 30 : 5);
+  if (failure_.is_null()) stats = settled_stats(stats);
   stop_children(children_, "worker", failure_.is_null() ? 10 : 5);
   stop_children(children_, "", 5);
   auto report = merged();
@@ -568,24 +590,16 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   if (!final_peers_.empty()) summary["peers_per_stage"] = final_peers_;
   const nlohmann::json events = stats.is_object() ? stats.value("events", nlohmann::json::object()) : nlohmann::json::object();
   summary["rebalance_moves"] = stats.is_object() ? stats.value("rebalanceMoves", int64_t{0}) : 0;
-  // The registry's step of each stage, and how far apart they are. Each stage closes a step when
-  // its peers admitted the global batch; with two or more peers a stage admits a few microbatches
-  // more (each peer learns the others' count every 25 ms), a different surplus per stage, so the
-  // stages' counts drift apart (issue 29): the spread measures it.
-  if (stats.is_object() && stats.contains("stageSteps") && stats["stageSteps"].is_object()) {
-    summary["stage_steps"] = stats["stageSteps"];
-    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-    for (const auto& [k, v] : stats["stageSteps"].items()) {
-      if (!v.is_number_integer()) continue;
-      lo = std::min(lo, v.get<int64_t>());
-      hi = std::max(hi, v.get<int64_t>());
-    }
-    summary["stage_step_spread"] = hi >= lo ? hi - lo : 0;
-  }
+  // The registry's step of each stage, how far apart they are, and whether each one is the
+  // trainers' count of global batches, or differs by what faults account for (issue 29).
+  summary.update(stage_step_spread(stats));
+  summary["step_invariant"] = step_invariant({stats, report, spec_.training.global_batch, spec_.training.microbatch,
+                                              registry_restarts_});
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
                         "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures",
                         "stale_handoffs_taken", "stale_handoff_samples", "handoff_samples_unconfirmed",
-                        "samples_past_last_step"})
+                        "samples_past_last_step", "samples_readmitted", "steps_short", "step_samples_short",
+                        "steps_over", "step_samples_over"})
     summary[k] = events.value(k, int64_t{0});
   // What the workers counted themselves beside what the registry heard (they differ by the counts
   // of workers killed outright, and by any the registry never acknowledged: events_unacknowledged).

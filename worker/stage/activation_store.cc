@@ -24,13 +24,15 @@ std::optional<Activation> ActivationStore::take(const std::string& mb) {
   return act;
 }
 
-size_t ActivationStore::expire() {
+size_t ActivationStore::expire(int64_t* samples) {
   const double now = clock_();
   swarm::MutexLock lk(mu_);
   size_t dropped = 0;
+  if (samples) *samples = 0;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (now - it->second.created_at > ttl_ || entries_.size() > max_entries_) {
       samples_ -= it->second.samples;
+      if (samples) *samples += it->second.samples;
       it = entries_.erase(it);
       ++dropped;
     } else {
@@ -46,6 +48,14 @@ int64_t ActivationStore::clear() {
   entries_.clear();
   samples_ = 0;
   return samples;
+}
+
+std::set<std::string> ActivationStore::ids(int64_t step) const {
+  std::set<std::string> out;
+  swarm::MutexLock lk(mu_);
+  for (const auto& [mb, a] : entries_)
+    if (a.step == step) out.insert(mb);
+  return out;
 }
 
 size_t ActivationStore::size() const {

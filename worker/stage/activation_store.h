@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <torch/torch.h>
@@ -42,8 +43,12 @@ class ActivationStore {
   std::optional<Activation> take(const std::string& mb) EXCLUDES(mu_);
 
   // Drops the entries past their time to live, then, while more than max_entries are left, the
-  // first ones in microbatch-id order. Returns how many went.
-  size_t expire() EXCLUDES(mu_);
+  // first ones in microbatch-id order. Returns how many went; `samples`, if given, is set to
+  // their samples (admitted work whose backward will not run here).
+  size_t expire(int64_t* samples = nullptr) EXCLUDES(mu_);
+  // The microbatch ids of the entries kept at `step` (a backward of one of them needs no
+  // recompute).
+  std::set<std::string> ids(int64_t step) const EXCLUDES(mu_);
   // Drops every entry; returns their samples (forwards whose backward will not run here).
   int64_t clear() EXCLUDES(mu_);
 

@@ -70,54 +70,78 @@ void set_gradients(model::StageModel& m, const torch::Tensor& flat) {
 }  // namespace
 
 bool StageServer::Impl::step_due_locked() const {
-  // With no activations left, activations.samples() is 0: admitted work is done work.
-  const bool reached =
-      target_latched || others_samples + samples_done + activations.samples() >= target_samples;
-  return reached && activations.empty() && !handoff_now;
+  // The stage's claims are complete (planner/step_book.h, Claims), this peer's part is done (no
+  // activations owed a backward), and it holds no claim it has not used: an unused one goes back
+  // with its next report, and the step may take another peer's work first.
+  return step_full && activations.empty() && claimed <= claim_used && !handoff_now;
+}
+
+bool StageServer::Impl::report_claims(bool force) {
+  swarm::MutexLock rk(report_mu);
+  planner::ClaimRequest req;
+  int64_t r;
+  bool full;
+  {
+    swarm::MutexLock lk(mu);
+    r = step.load();
+    const Demand d = leaving ? Demand{} : queue.demand(activations.ids(r));
+    req.done = samples_done;
+    req.used = std::max(claim_used, samples_done);
+    req.want = req.used + d.samples;
+    req.unit = d.unit;
+    req.transfers = d.transfers;
+    // What is asked back goes back now: work taken from here on must fit what stays.
+    claimed = std::min(claimed, req.want);
+    claim_wanted = false;
+    full = step_full;
+  }
+  const bool same = r == last_claim_step && req.done == last_claim.done && req.used == last_claim.used &&
+                    req.want == last_claim.want && req.transfers.size() == last_claim.transfers.size();
+  // Unchanged: a full step needs no news (a peer that is due joins its group, which says whether
+  // the step is still full); one that is not full is polled every interval for others' claims.
+  if (same && !force && (full || now_seconds() - last_claim_at < 0.02)) return true;
+  planner::ProgressView view;
+  try {
+    view = registry->claim(stage.load(), r, opt.peer_id, req, target_samples);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: progress report failed: {}", opt.peer_id, e.what());
+    return false;
+  }
+  last_claim = req;
+  last_claim_step = r;
+  last_claim_at = now_seconds();
+  bool wake = false;
+  {
+    swarm::MutexLock lk(mu);
+    if (view.step == step.load()) {
+      wake = view.granted > claimed || (view.target_reached && !step_full);
+      claimed = view.granted;
+      stage_claims = view.samples_total;
+      step_full = view.target_reached;
+      closing_since = step_full ? (closing_since > 0 ? closing_since : now_seconds()) : 0;
+    }
+  }
+  if (wake) cv.notify_all();
+  return true;
 }
 
 void StageServer::Impl::progress_loop() {
-  // Short poll: a peer whose local count is below the target learns within this interval that
-  // the stage as a whole reached it.
+  // Short poll: a peer learns within this interval that others released claims or completed the
+  // step; work waiting for a claim wakes it at once (claim_wanted).
   const auto interval = std::chrono::milliseconds(25);
-  int64_t reported_step = -1, reported_samples = -1, reported_admitted = -1;
   while (true) {
-    int64_t r, s, a;
-    bool latched;
     {
       swarm::MutexLock lk(mu);
-      cv.wait_for(mu, interval, [&]() REQUIRES(mu) { return stopping; });
+      cv.wait_for(mu, interval, [&]() REQUIRES(mu) { return stopping || claim_wanted; });
       if (stopping) return;
-      r = step;
-      s = samples_done;
-      a = samples_done + activations.samples();  // admitted: what this peer has taken on
-      latched = target_latched;
     }
     if (!ready) continue;
-    // A registry restarted (or moved) lost what this peer reported: a latched peer would stay
-    // silent, and the new registry could close the step without its samples (it re-syncs, they
-    // are lost). So after a failed heartbeat the report goes again until one gets through.
-    if (progress_unsure.exchange(false)) reported_step = -1;
-    if (latched && r == reported_step && s == reported_samples && a == reported_admitted) continue;
-    try {
-      auto view = registry->report_progress(stage.load(), r, opt.peer_id, s, target_samples, a);
-      reported_step = r;
-      reported_samples = s;
-      reported_admitted = a;
-      bool wake = false;
-      {
-        swarm::MutexLock lk(mu);
-        if (view.step == step.load()) {
-          // The coordinator's total includes what we reported; keep only the others' part (their
-          // admitted samples: done, or accepted and owed a backward).
-          others_samples = std::max<int64_t>(0, view.samples_total - a);
-          if (view.target_reached && !target_latched) wake = true;
-          target_latched = target_latched || view.target_reached;
-        }
-      }
-      if (wake) cv.notify_all();
-    } catch (const std::exception& e) {
-      spdlog::warn("worker {}: progress report failed: {}", opt.peer_id, e.what());
+    // A registry restarted (or moved) lost what this peer reported: it could grant its claim to
+    // another peer and close the step without its samples (it re-syncs, they are lost). So after a
+    // failed heartbeat the report goes again until one gets through.
+    const bool unsure = progress_unsure.exchange(false);
+    if (!report_claims(unsure)) {
+      if (unsure) progress_unsure = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -149,6 +173,13 @@ void StageServer::Impl::finish_step() {
   bool writer = false;
   const StepEnd end = average_step(r, leaving_now, flat, samples, members, writer);
   if (end == StepEnd::Abandoned) return;
+  if (end == StepEnd::Reopened) {
+    // Not this step's end after all: its gradient stays, and the peer admits work again.
+    spdlog::debug("worker {}: step {}: back to admitting work (the step is not full, or retries wait)",
+                  opt.peer_id, r);
+    cv.notify_all();
+    return;
+  }
   // A leaving peer never steps alone: its update would leave with it; its gradient is handed off.
   if (end == StepEnd::Unaveraged && hand_off_instead("no averaging group formed for step " + std::to_string(r)))
     return;
@@ -165,6 +196,7 @@ void StageServer::Impl::finish_step() {
   } else {
     optimizer->zero_grad();
   }
+  if (writer) count_step_samples(samples);
   advance_step(r);
   maybe_checkpoint(writer);
   metrics->observe_averaging(stage.load(), now_seconds() - started, members);
@@ -191,6 +223,7 @@ StageServer::Impl::StepEnd StageServer::Impl::average_step(int64_t r, bool leavi
       swarm::MutexLock lk(mu);
       held_group.reset();
     }
+    if (outcome == StepOutcome::Reopened) return StepEnd::Reopened;
     if (outcome == StepOutcome::Closed) {
       // The stage averaged this step without us (we were late): our gradient is stale now. A peer
       // that stays re-syncs (dropping it, counted); a leaving one hands it to a peer that stays,
@@ -230,13 +263,32 @@ bool StageServer::Impl::hand_off_instead(const std::string& why) {
   return true;
 }
 
+void StageServer::Impl::count_step_samples(int64_t samples) {
+  // Exact admission (planner/step_book.h, Claims): a step averages the global batch, less the
+  // samples lost to a fault (counted where they are lost). Any other count is a defect or a
+  // fault's trace: counted, so tests and the soak see it (tests/local/step_accounting_test.cc).
+  if (samples < target_samples) {
+    spdlog::info("worker {}: step {} averaged {} samples, {} short of the global batch", opt.peer_id,
+                 step.load() + 1, samples, target_samples - samples);
+    report_event("steps_short", 1);
+    report_event("step_samples_short", target_samples - samples);
+  } else if (samples > target_samples) {
+    spdlog::warn("worker {}: step {} averaged {} samples, {} past the global batch", opt.peer_id,
+                 step.load() + 1, samples, samples - target_samples);
+    report_event("steps_over", 1);
+    report_event("step_samples_over", samples - target_samples);
+  }
+}
+
 void StageServer::Impl::advance_step(int64_t r) {
   {
     swarm::MutexLock lk(mu);
     step = r + 1;
     samples_done = pending_handoff_samples_locked();  // taken after this step's fold: the next step's
-    others_samples = 0;
-    target_latched = false;
+    claim_used = samples_done;  // a fact in the next step: its first report claims it
+    claimed = 0;
+    stage_claims = 0;
+    step_full = false;
     closing_since = 0;
     fingerprint = model::param_fingerprint(*model);
   }
@@ -265,6 +317,7 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   while (true) {
     group = until_registry_answers([&] { return registry->step_group(stage.load(), r, attempt); }, deadline);
     if (group.state == planner::GroupView::Ready) break;
+    if (reopens(group)) return StepOutcome::Reopened;
     // A registry restarted since the join does not know this peer joined: join again there.
     // The group may be unknown to it, or gathering already (a peer of the stage joined the new
     // registry first); polled without joining, it would turn Ready without this peer.
@@ -311,6 +364,27 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
   samples = meta_int(meta, "samples");
   members = static_cast<int>(meta_int(meta, "members"));
   return StepOutcome::Averaged;
+}
+
+bool StageServer::Impl::reopens(const planner::GroupView& g) {
+  swarm::MutexLock lk(mu);
+  if (!g.step_full) {
+    // A claim went back (activations dropped, a forward expired): the step takes more work
+    // before it closes, and this peer may be the one to admit it.
+    step_full = false;
+    closing_since = 0;
+    return true;
+  }
+  if (g.awaiting.empty() || leaving) return false;
+  // Retries of a gone peer's owed work wait here: admitted under its claim, they finish this
+  // step, as on the other stages (planner/step_book.h, Claims).
+  for (const auto& t : queue.demand(activations.ids(step.load())).transfers)
+    if (std::find(g.awaiting.begin(), g.awaiting.end(), t.from) != g.awaiting.end()) {
+      claim_wanted = true;
+      cv.notify_all();
+      return true;
+    }
+  return false;
 }
 
 void StageServer::Impl::retell_group() {

@@ -134,6 +134,17 @@ net::Message StageServer::Impl::handle_handoff(net::Message&& request) {
     throw std::invalid_argument("handoff: expected one float32 gradient tensor");
   const std::string from = meta_string(meta, "peer");
   auto flat = from_wire(request.tensors[0]);  // keeps the received buffer alive, no copy
+  take_handoff(r, samples, requested, from, flat);
+  // The sender's claim comes with its gradient: claimed here before the answer goes, so the
+  // sender's report that drops its claim can never make room for samples the step holds already
+  // (planner/step_book.h, Claims). A report that fails leaves the step a hand-off too full at worst.
+  if (!report_claims(/*force=*/true))
+    spdlog::warn("worker {}: could not claim {}'s {} handed-off samples with the registry", opt.peer_id, from, samples);
+  return make_message(kHandoffReply, {{"accepted", true}, {"step", r}});
+}
+
+void StageServer::Impl::take_handoff(int64_t r, int64_t samples, int64_t requested, const std::string& from,
+                                     const torch::Tensor& flat) {
   swarm::MutexLock lk(mu);
   if (requested != stage.load())
     throw std::invalid_argument("meta.stage: this worker serves stage " + std::to_string(stage.load()) +
@@ -151,9 +162,9 @@ net::Message StageServer::Impl::handle_handoff(net::Message&& request) {
     throw std::invalid_argument("handoff: gradient has " + std::to_string(flat.numel()) + " values, stage has " +
                                 std::to_string(stage_param_count));
   pending_handoffs.push_back(PendingHandoff{r, samples, from, flat});
-  samples_done += samples;  // the stage's count has them now: progress_loop reports it
+  samples_done += samples;  // the stage's count has them now
+  claim_used += samples;    // a fact: its claim, whatever this peer was granted
   cv.notify_all();
-  return make_message(kHandoffReply, {{"accepted", true}, {"step", r}});
 }
 
 void StageServer::Impl::fold_handoffs() {

@@ -92,9 +92,9 @@ void StageServer::Impl::become_stage(int s, const char* why) {
     stage_param_count = values;
     pending_handoffs.clear();  // none: a peer that leaves refuses hand-offs, and it folded its own
     step = 0;
-    samples_done = others_samples = 0;
+    samples_done = claim_used = claimed = stage_claims = 0;
     activations.clear();
-    target_latched = false;
+    step_full = false;
     closing_since = 0;
     leaving = false;
     handoff_now = false;
@@ -346,9 +346,9 @@ void StageServer::Impl::resync() {
     swarm::MutexLock lk(mu);
     lost = samples_done;  // handed-in samples not folded yet included: they go with the rest
     pending_handoffs.clear();
-    samples_done = others_samples = 0;
+    samples_done = claim_used = claimed = stage_claims = 0;
     activations.clear();
-    target_latched = false;
+    step_full = false;
     closing_since = 0;
   }
   optimizer->zero_grad();
@@ -401,19 +401,12 @@ void StageServer::Impl::resync() {
 
 void StageServer::Impl::learn_step_progress() {
   // A peer that just took a donor's state at step r may find r closing: the donor gave its
-  // state after the stage reached its global batch, before it averaged. Serving at once, it
-  // admitted forwards into a step that then closed without it and dropped them in a re-sync (a
-  // clean-clone CI run: 4 samples lost on a reclaim). Asked first, the registry says so; the peer
-  // admits nothing into r, and averages with no samples or re-syncs with none to drop.
-  try {
-    const auto view = registry->report_progress(stage.load(), step.load(), opt.peer_id, 0, target_samples, 0);
-    swarm::MutexLock lk(mu);
-    if (view.step != step.load()) return;
-    others_samples = std::max<int64_t>(0, view.samples_total);
-    target_latched = target_latched || view.target_reached;
-  } catch (const std::exception& e) {
-    spdlog::warn("worker {}: cannot read step {}'s progress before serving: {}", opt.peer_id, step.load(), e.what());
-  }
+  // state after the stage's claims were complete, before it averaged. Asked first, the registry
+  // says so; the peer admits nothing into r (it holds no claim there, and none is left), and
+  // averages with no samples or re-syncs with none to drop (a clean-clone CI run lost 4 samples
+  // on a reclaim when a peer admitted work into a step closing without it).
+  if (!report_claims(/*force=*/true))
+    spdlog::warn("worker {}: cannot read step {}'s progress before serving", opt.peer_id, step.load());
 }
 
 int64_t StageServer::Impl::max_steps() const {
@@ -428,9 +421,11 @@ void StageServer::Impl::complete_leave() {
     // Forwards whose backward never came are not gradient: their trainers recompute them on
     // another peer of the stage (or dropped the microbatch and count it themselves), so they are
     // not lost samples.
-    if (const int64_t owed = activations.clear(); owed > 0)
+    if (const int64_t owed = activations.clear(); owed > 0) {
       spdlog::info("worker {}: leaving with {} samples of forwards whose backward never came (not gradient)",
                    opt.peer_id, owed);
+      release_claim_locked(owed);
+    }
   }
   // Not known to be alone (the registry did not answer): it checkpoints all the same, a
   // checkpoint too many costs a write, one too few the stage's state.
@@ -444,14 +439,20 @@ void StageServer::Impl::complete_leave() {
   // taken by anyone: surplus the trainers sent before they stopped, not training lost.
   report_event(step.load() >= max_steps() ? "samples_past_last_step" : "samples_lost", lost);
   // The gradient is settled (handed off or counted): the registry must not count it again if
-  // this process dies before it deregisters.
+  // this process dies before it deregisters. A gradient handed off took its claim along (the
+  // taker claimed it before it answered); one lost keeps its claim, so the step is not filled
+  // again with other samples: it averages the global batch less the samples lost, as every
+  // stage's step does after a fault (planner/step_book.h, Claims).
+  int64_t keep;
   {
     swarm::MutexLock lk(mu);
+    keep = lost;
     samples_done = 0;
+    claim_used = claimed = keep;
     handoff_now = false;
   }
   try {
-    registry->report_progress(from, step.load(), opt.peer_id, 0, target_samples, 0);
+    registry->report_progress(from, step.load(), opt.peer_id, 0, target_samples, keep);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: could not clear its progress report: {}", opt.peer_id, e.what());
   }
@@ -517,8 +518,8 @@ void StageServer::Impl::drain(double seconds) {
   while (!left && !stopping && now_seconds() < until) {
     cv.wait_for(mu, std::chrono::milliseconds(100), [&]() REQUIRES(mu) { return left || stopping; });
     const double now = now_seconds();
-    if (left || stopping || samples_done == 0 || now >= handoff_at || target_latched) continue;
-    const int64_t total = others_samples + samples_done;
+    if (left || stopping || samples_done == 0 || now >= handoff_at || step_full) continue;
+    const int64_t total = stage_claims;
     if (total != last_total) {
       last_total = total;
       last_change = now;

@@ -1,5 +1,6 @@
 #include "worker/stage/request_queue.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <spdlog/fmt/fmt.h>
@@ -16,7 +17,21 @@ bool completes_work(const Task& t) {
 
 bool is_eval(const Task& t) { return meta_bool(t.meta, "eval", false); }
 
+// A backward that comes with its stage input for activations this peer does not hold: it
+// recomputes the forward. Without the input it only fails (activation_missing), at once.
+bool recomputes(const Task& t, const std::set<std::string>& activations) {
+  return t.request.type == net::Backward && t.request.tensors.size() >= 2 &&
+         !activations.count(t.meta.value("mb", std::string()));
+}
+
+int64_t samples_of(const Task& t) { return t.meta.value("samples", int64_t{0}); }
+
 }  // namespace
+
+bool RequestQueue::needs_claim(const Task& t, const std::set<std::string>& activations) {
+  if (t.request.type == net::Forward || t.request.type == net::ForwardBackward) return !is_eval(t);
+  return recomputes(t, activations);
+}
 
 RequestQueue::RequestQueue(Clock clock) : clock_(std::move(clock)) {}
 
@@ -42,12 +57,16 @@ bool RequestQueue::empty() const {
   return tasks_.empty();
 }
 
-bool RequestQueue::has_eligible(bool leaving, bool admission_open) const {
+bool RequestQueue::has_eligible(const Admission& a) const {
   swarm::MutexLock lk(mu_);
-  if (leaving && !tasks_.empty()) return true;
+  if (a.leaving && !tasks_.empty()) return true;
   for (const auto& t : tasks_)
-    if (completes_work(*t) || is_eval(*t)) return true;
-  return !tasks_.empty() && admission_open;
+    if ((completes_work(*t) && !recomputes(*t, a.activations)) || is_eval(*t)) return true;
+  for (bool recompute : {true, false})  // the first work needing a claim decides, as in take()
+    for (const auto& t : tasks_)
+      if (needs_claim(*t, a.activations) && recomputes(*t, a.activations) == recompute)
+        return samples_of(*t) <= a.budget;
+  return false;
 }
 
 template <typename Pred>
@@ -62,21 +81,47 @@ std::shared_ptr<Task> RequestQueue::take_first_locked(Pred pred) {
   return nullptr;
 }
 
-std::shared_ptr<Task> RequestQueue::take(bool leaving, bool admission_open, bool* held) {
+std::shared_ptr<Task> RequestQueue::take(const Admission& a, bool* held) {
   auto any = [](const Task&) { return true; };
   if (held) *held = false;
   swarm::MutexLock lk(mu_);
-  if (auto t = take_first_locked(completes_work)) return t;
-  if (leaving) return take_first_locked(any);
+  if (auto t = take_first_locked([&](const Task& x) { return completes_work(x) && !recomputes(x, a.activations); }))
+    return t;
+  if (a.leaving) return take_first_locked(any);
   if (auto t = take_first_locked(is_eval)) return t;
-  // A new forward is admitted only while the step still needs samples: once admitted work
-  // covers the global batch, later forwards wait for the optimizer step (they would otherwise be
-  // computed with parameters that the step is about to change).
-  if (!admission_open) {
-    if (held) *held = true;
-    return nullptr;
+  // Work that needs a claim is admitted only as far as this peer's claim on the step goes: the
+  // stage's claims add up to the global batch exactly (planner/step_book.h). Later work waits for
+  // the next claim, or for the optimizer step (it would otherwise be computed with parameters the
+  // step is about to change). Recomputes first: they finish microbatches already under way.
+  for (bool recompute : {true, false}) {
+    for (auto it = tasks_.begin(); it != tasks_.end(); ++it) {
+      if (!needs_claim(**it, a.activations) || recomputes(**it, a.activations) != recompute) continue;
+      if (samples_of(**it) > a.budget) {
+        if (held) *held = true;
+        return nullptr;
+      }
+      auto t = *it;
+      tasks_.erase(it);
+      return t;
+    }
   }
-  return take_first_locked(any);
+  return nullptr;
+}
+
+Demand RequestQueue::demand(const std::set<std::string>& activations) const {
+  Demand d;
+  swarm::MutexLock lk(mu_);
+  for (bool recompute : {true, false}) {
+    for (const auto& t : tasks_) {
+      if (!needs_claim(*t, activations) || recomputes(*t, activations) != recompute) continue;
+      const int64_t n = samples_of(*t);
+      d.samples += n;
+      d.unit = d.unit == 0 ? n : std::min(d.unit, n);
+      const auto from = t->meta.find("from");
+      if (from != t->meta.end() && from->is_string()) d.transfers.push_back({from->get<std::string>(), n});
+    }
+  }
+  return d;
 }
 
 std::vector<uint16_t> RequestQueue::expire_waiting(const TimeoutsSpec& to) {

@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/cpu_cores.h"
 #include "planner/rebalance.h"
+#include "registry/wire.h"
 #include "worker/model/device.h"
 #include "worker/model/precision.h"
 #include "worker/model/state.h"
@@ -245,6 +246,11 @@ net::Message StageServer::Impl::handle(net::Message&& request) {
   if (request.type != net::StateRequest) {
     RequestQueue::check_samples(meta_int(task->meta, "samples"));
     meta_string(task->meta, "mb");
+    // A retry names the peer that held its work: it goes to the registry with this peer's claim.
+    if (auto from = task->meta.find("from"); from != task->meta.end())
+      if (!from->is_string() || !registry::wire::valid_peer_id(from->get<std::string>()))
+        throw std::invalid_argument("meta.from: must be a peer id (1-128 characters of [A-Za-z0-9._-]), got " +
+                                    registry::wire::describe(*from));
   }
   if (request.type == net::ForwardBackward && stage.load() != opt.spec.pipeline.stages - 1)
     throw std::invalid_argument("forward_backward is served by the last stage only; this is stage " +
@@ -401,8 +407,9 @@ bool StageServer::Impl::is_leaving() const {
 }
 
 net::Message StageServer::Impl::run_task(Task& task) {
-  if (is_leaving() && (task.request.type == net::Forward || task.request.type == net::ForwardBackward) &&
-      !meta_bool(task.meta, "eval", false))
+  // A leaving peer admits no new work: forwards, and backwards it would recompute (it holds no
+  // claim for them), go to a peer that stays.
+  if (is_leaving() && RequestQueue::needs_claim(task, activations.ids(step.load())))
     throw std::runtime_error("peer is leaving stage " + std::to_string(stage.load()));
   switch (task.request.type) {
     case net::Forward: return do_forward(task);
@@ -413,15 +420,29 @@ net::Message StageServer::Impl::run_task(Task& task) {
   throw std::logic_error("unexpected task type");
 }
 
-bool StageServer::Impl::admission_open_locked() const {
-  const int64_t admitted = others_samples + samples_done + activations.samples();
-  return !target_latched && admitted < target_samples;
+Admission StageServer::Impl::admission_locked() const {
+  return Admission{leaving, claimed - claim_used, activations.ids(step.load())};
+}
+
+void StageServer::Impl::release_claim_locked(int64_t samples) {
+  if (samples <= 0) return;
+  claim_used = std::max<int64_t>(samples_done, claim_used - samples);
+  claimed = std::min(claimed, claim_used);
+  step_full = false;  // until the coordinator says otherwise: the claim goes back with the next report
+  closing_since = 0;
+  claim_wanted = true;
 }
 
 std::shared_ptr<Task> StageServer::Impl::next_task_locked() {
   bool held = false;
-  auto task = queue.take(leaving, admission_open_locked(), &held);
-  if (held && closing_since == 0) closing_since = now_seconds();  // the step stopped admitting
+  const Admission a = admission_locked();
+  auto task = queue.take(a, &held);
+  // Admitted into the step under this peer's claim (a leaving peer answers new work with an error).
+  if (task && !leaving && RequestQueue::needs_claim(*task, a.activations)) {
+    task->admitted = meta_int(task->meta, "samples", 0);
+    claim_used += task->admitted;
+  }
+  if (held) claim_wanted = true;  // progress_loop asks for the claim now
   return task;
 }
 
@@ -438,17 +459,20 @@ void StageServer::Impl::compute_loop() {
       swarm::MutexLock lk(mu);
       // The timeout bounds how late activation expiry and the drain deadline are noticed.
       cv.wait_for(mu, std::chrono::milliseconds(50), [&]() REQUIRES(mu) {
-        return stopping || step_due_locked() || queue.has_eligible(leaving, admission_open_locked()) ||
-               resync_requested || (move_to >= 0 && !leaving);
+        return stopping || step_due_locked() || queue.has_eligible(admission_locked()) || resync_requested ||
+               (move_to >= 0 && !leaving);
       });
       if (stopping || left) break;
       const double now = now_seconds();
       if (move_to >= 0 && !leaving) start_leave_locked(now);
-      activations.expire();
+      int64_t expired = 0;
+      activations.expire(&expired);
+      release_claim_locked(expired);
       expire_queued_forwards();
       drop_overdue_activations_locked(now);
       if (!step_due_locked()) task = next_task_locked();
       metrics->set_queue_length(stage.load(), static_cast<double>(queue.size()));
+      if (claim_wanted) cv.notify_all();
     }
     if (!task) {
       idle_step();
@@ -471,20 +495,20 @@ void StageServer::Impl::start_leave_locked(double now) {
 }
 
 void StageServer::Impl::drop_overdue_activations_locked(double now) {
-  const bool reached =
-      target_latched || others_samples + samples_done + activations.samples() >= target_samples;
-  // Backwards of a closing step that never come (their trainer was killed) must not hold
-  // the step: their activations are dropped, and a late backward recomputes the forward. The
-  // wait is shorter than the stage's averaging gather window (half the averaging timeout,
-  // from its first join): waiting longer, the peers that were due would average without this
-  // one and its whole gradient of the step would be lost (a trainer kill cost a re-sync).
+  // Backwards of a full step that never come (their trainer was killed, or a later stage lost
+  // every peer) must not hold the step: their activations are dropped, and a late backward
+  // recomputes the forward. The wait is shorter than the stage's averaging gather window (half
+  // the averaging timeout): waiting longer, the peers that were due would average without this
+  // one and its whole gradient of the step would be lost (a trainer kill cost a re-sync). Their
+  // claim goes back: the step closes only once other work filled it, never on fewer samples
+  // (a stage whose next stage is gone steps no more, issue 29).
   const double owed_wait =
       std::min(opt.spec.timeouts.backward_seconds, opt.spec.timeouts.averaging_seconds / 4);
-  if (reached && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
+  if (step_full && !activations.empty() && closing_since > 0 && now - closing_since > owed_wait) {
     spdlog::warn("worker {}: dropping {} activations whose backward did not come within {:.1f} s of the step's "
                  "close",
                  opt.peer_id, activations.size(), owed_wait);
-    activations.clear();
+    release_claim_locked(activations.clear());
   }
   // A leaving peer waits for owed backwards only until its leave deadline; one that never came
   // (its trainer retried the microbatch elsewhere) must not keep it out of the step it holds
@@ -492,7 +516,7 @@ void StageServer::Impl::drop_overdue_activations_locked(double now) {
   if (leaving && !activations.empty() && now > leave_deadline) {
     spdlog::info("worker {}: leaving: dropping {} activations whose backward did not come in time",
                  opt.peer_id, activations.size());
-    activations.clear();
+    release_claim_locked(activations.clear());
   }
 }
 
@@ -537,6 +561,10 @@ void StageServer::Impl::serve_task(Task& task) {
   } catch (const std::exception& e) {
     reply = net::error_reply(task.request.request_id, e);  // a CodedError keeps its code
     metrics->add_failure(stage.load(), op_name(task.request.type));
+    if (task.admitted > 0) {  // nothing of it stays: its claim goes back to the step
+      swarm::MutexLock lk(mu);
+      release_claim_locked(task.admitted);
+    }
   }
   if (opt.slowdown > 1)  // an emulated slower machine (benchmarks of rebalancing)
     std::this_thread::sleep_for(std::chrono::duration<double>((opt.slowdown - 1) * (now_seconds() - started)));

@@ -50,6 +50,9 @@ struct StageServer::Impl {
   // A leaving peer's gradient (kGradientHandoff), on the connection thread: checked and taken
   // into pending_handoffs and samples_done at once, folded into the gradients by fold_handoffs.
   net::Message handle_handoff(net::Message&& request) EXCLUDES(mu);
+  // Checks a hand-off of step r against this peer's state and takes it (throws when it refuses).
+  void take_handoff(int64_t r, int64_t samples, int64_t requested, const std::string& from,
+                    const torch::Tensor& flat) EXCLUDES(mu);
   void fold_handoffs() EXCLUDES(mu);  // compute thread: pending hand-offs into the gradients
   int64_t pending_handoff_samples_locked() const REQUIRES(mu);  // in samples_done, not in the gradients yet
   torch::Tensor check_input(const net::WireTensor& w, const char* what, int64_t samples) const;
@@ -67,8 +70,11 @@ struct StageServer::Impl {
   // leave that is ready. Takes mu itself.
   void idle_step() EXCLUDES(mu);
   bool leave_ready_locked(double now) const REQUIRES(mu);  // leaving, nothing queued or owed, no step awaited
-  std::shared_ptr<Task> next_task_locked() REQUIRES(mu);  // from the queue; marks the step closing
-  bool admission_open_locked() const REQUIRES(mu);  // the step still admits new forwards
+  std::shared_ptr<Task> next_task_locked() REQUIRES(mu);  // from the queue, admitted under the claim
+  Admission admission_locked() const REQUIRES(mu);  // what the queue may hand out now
+  // Admitted work dropped before its backward ran (activations expired or overdue, a leave):
+  // its claim goes back to the step, which is not full any more (planner/step_book.h, Claims).
+  void release_claim_locked(int64_t samples) REQUIRES(mu);
   bool is_leaving() const EXCLUDES(mu);  // `leaving`, read under mu (drain() sets it from another thread)
   // Answers with an error, without computing, the queued forwards whose caller has given up
   // (RequestQueue::expire_waiting): computed, they would leave activations whose backward never
@@ -135,14 +141,25 @@ struct StageServer::Impl {
   void drain(double seconds);                 // graceful hand-off before exit (SIGTERM)
 
   // --- averaging (worker/stage/averaging.cc) ---
-  bool step_due_locked() const REQUIRES(mu);  // global batch reached, drain done
-  void progress_loop();                    // reports samples to the coordinator, watches the latch
+  bool step_due_locked() const REQUIRES(mu);  // the step is full, this peer's part done
+  void progress_loop();                    // reports counts and claims to the coordinator
+  // One report of this peer's counts with the claim its queue asks for; applies the answer
+  // (claimed, step_full). Serialized by report_mu, so answers apply in the order asked. `force`:
+  // even when nothing changed since the last one. Returns false when the registry did not answer.
+  bool report_claims(bool force) EXCLUDES(mu, report_mu);
   void finish_step();                      // all-reduce + optimizer step; compute thread only
-  enum class StepOutcome { Averaged, Closed, Failed };
+  // Reopened: the group saw the step not full after all (a claim released), or awaits retries
+  // of a gone peer's work that wait in this peer's queue: back to admitting work, no step yet.
+  enum class StepOutcome { Averaged, Closed, Failed, Reopened };
   // How finish_step's attempts at averaging ended: Averaged (flat, samples hold the stage's sum),
   // Unaveraged (no group formed in any attempt: step on the local gradient), Abandoned (the step
-  // closed without this peer, which re-synced, or the peer is stopping: no step).
-  enum class StepEnd { Averaged, Unaveraged, Abandoned };
+  // closed without this peer, which re-synced, or the peer is stopping: no step), Reopened (above).
+  enum class StepEnd { Averaged, Unaveraged, Abandoned, Reopened };
+  // Whether this peer should leave a gathering group to admit work (see Reopened).
+  bool reopens(const planner::GroupView& g) EXCLUDES(mu);
+  // The step's averaged sample count against the global batch: counted by the writer when they
+  // differ (steps_short / step_samples_short, steps_over / step_samples_over).
+  void count_step_samples(int64_t samples);
   // The parts of finish_step, on the compute thread with no lock held.
   StepEnd average_step(int64_t r, bool leaving_now, torch::Tensor& flat, int64_t& samples,
                        int& members, bool& writer);
@@ -201,9 +218,20 @@ struct StageServer::Impl {
   std::vector<PendingHandoff> pending_handoffs GUARDED_BY(mu);
   int64_t stage_param_count GUARDED_BY(mu) = 0;  // values in the stage's parameters (a hand-off's size)
   int64_t max_handoff_lag = 4;  // spec.averaging.maxHandoffLagSteps; set in the constructor
-  int64_t others_samples GUARDED_BY(mu) = 0;   // other peers' admitted samples this step, from the coordinator
-  bool target_latched GUARDED_BY(mu) = false;  // the coordinator says the stage reached the global batch
-  double closing_since GUARDED_BY(mu) = 0;     // when this step stopped admitting forwards (0 = open)
+  // This peer's claim on the step (planner/step_book.h, Claims): `claimed` is what the coordinator
+  // granted, `claim_used` what it admitted under it (forwards, recomputes) plus hand-ins. Work
+  // needing a claim is taken only while it fits claimed - claim_used.
+  int64_t claimed GUARDED_BY(mu) = 0;
+  int64_t claim_used GUARDED_BY(mu) = 0;
+  bool claim_wanted GUARDED_BY(mu) = false;  // work waits for a claim: progress_loop asks at once
+  int64_t stage_claims GUARDED_BY(mu) = 0;   // the step's claims, every peer's, from the coordinator
+  bool step_full GUARDED_BY(mu) = false;     // the coordinator says the step's claims are complete
+  double closing_since GUARDED_BY(mu) = 0;     // when this peer saw the step full (0 = not full)
+  // Serializes report_claims: one request at a time, its answer applied before the next goes.
+  swarm::Mutex report_mu;
+  planner::ClaimRequest last_claim GUARDED_BY(report_mu);  // the last request sent, and its step
+  int64_t last_claim_step GUARDED_BY(report_mu) = -1;
+  double last_claim_at GUARDED_BY(report_mu) = 0;
   bool stopping GUARDED_BY(mu) = false;
   bool leaving GUARDED_BY(mu) = false;         // refusing new forwards: moving to another stage or draining
   double leave_deadline GUARDED_BY(mu) = 0;    // owed backwards are given up after this

@@ -124,6 +124,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
                                  const std::string& preferred, std::string* used) {
   const char* op_label = op == planner::Op::Forward ? "forward" : "backward";
   std::vector<std::string> tried;
+  std::string last_failed;  // the peer that last failed this request: it may hold its work
   bool failover = false;
   const double give_up = now_seconds() + 2 * timeout;
   for (int attempt = 0;; ++attempt) {
@@ -150,7 +151,15 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
     }
     const double t0 = now_seconds();
     try {
-      auto reply = client->call(build(failover), to_ms(timeout));
+      auto request = build(failover);
+      // A retry names the peer that held its work: a stage takes over the claim a gone peer held
+      // for it, so the microbatch counts once in the stage's step (planner/step_book.h, Claims).
+      if (failover && !last_failed.empty()) {
+        auto meta = parse_meta(request);
+        meta["from"] = last_failed;
+        request.meta = meta.dump();
+      }
+      auto reply = client->call(std::move(request), to_ms(timeout));
       const double dt = now_seconds() - t0;
       routers[stage]->report_success(*peer, op, samples, dt, now_seconds());
       metrics->observe_request(stage, op_label, dt, samples);
@@ -176,6 +185,7 @@ net::Message Trainer::Impl::call(int stage, planner::Op op, int64_t samples, dou
                            " failed; the gpipe baseline has no failover");
     failover = true;
     tried.push_back(*peer);
+    last_failed = *peer;
   }
 }
 

@@ -1,0 +1,49 @@
+// The step invariant of a run (issue 29): one global batch is one step for every stage. Pure:
+// computed from the registry's stats and the trainers' merged report, which the summary of
+// `swarm local` carries and bench/soak.sh prints.
+//
+// Every step of a stage holds exactly the global batch T of claims (planner/step_book.h,
+// Claims): one per sample the stage admitted. So for each stage s, with N its step number (its
+// open step), O the claims of that open step and C the samples of every microbatch the trainers
+// completed,
+//   extra = T * N + O - C
+// counts the samples the stage admitted beyond one admission per completed microbatch. It is 0
+// in a run without faults (every stage's step is then C / T, rounded down), and a fault can only
+// add what is counted (accounted_samples):
+//   samples_readmitted       retries of a gone peer's work that took a fresh claim (registry)
+//   microbatches_lost * B    microbatches the trainers gave up after a stage admitted them
+//   stale_handoff_samples    a leaving peer's gradient taken into a later step (claimed twice)
+//   step_numbers_skipped * T a stage restored from an older checkpoint, or a peer with nobody
+//                            ahead, takes up the swarm's step number (checkpoint_steps_lost +
+//                            stage_steps_lost; each skipped number holds no claim)
+// and take away at most handoff_samples_unconfirmed (a hand-off that may never have been taken
+// gives its claim back) plus T per registry restart (a restarted registry lost the claims of the
+// peers that died before it). ok: every stage's extra lies within those bounds. Anything else is a
+// stage that closed a step it did not fill (extra too high), or one that admitted more than its
+// global batch (extra negative).
+#pragma once
+
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+namespace swarm::runtime {
+
+struct StepInvariantInput {
+  nlohmann::json stats;   // the registry's GET /v1/stats: stageSteps, stageOpenSamples, events
+  nlohmann::json report;  // the trainers' merged report: samples, microbatches_lost
+  int64_t global_batch = 0;
+  int64_t microbatch = 0;
+  int64_t registry_restarts = 0;
+};
+
+// {"global_batch", "completed_samples", "completed_global_batches", "accounted_samples": {the
+// terms above, "total", "may_take_away"}, "stages": {s: {"step", "open_samples", "extra_samples"}},
+// "ok"}; null when the stats lack stageSteps (a registry that never answered).
+nlohmann::json step_invariant(const StepInvariantInput& in);
+
+// The stages' steps in the stats and how far apart they are: {"stage_steps", "stage_step_spread"}
+// (empty when the stats lack stageSteps).
+nlohmann::json stage_step_spread(const nlohmann::json& stats);
+
+}  // namespace swarm::runtime
