@@ -5,16 +5,15 @@
 
 namespace swarm::planner {
 
-SplitCosts llama_split_costs(const LlamaShape& s) {
-  const double H = static_cast<double>(s.hidden_size), V = static_cast<double>(s.vocab_size);
-  const double I = static_cast<double>(s.intermediate_size), T = static_cast<double>(s.sequence_length);
-  const double hd = static_cast<double>(s.head_dim);
-  const double nh = static_cast<double>(s.num_heads), nkv = static_cast<double>(s.num_kv_heads);
-  const double per_token_layer = 2.0 * H * (nh + 2.0 * nkv + nh) * hd + 2.0 * 3.0 * H * I + 2.0 * 2.0 * T * nh * hd;
+SplitCosts split_costs(const StageShape& shape) {
+  StageShape one = shape;
+  one.layers = 1;
+  StageShape head_only = shape;
+  head_only.layers = 0;
   SplitCosts c;
-  c.layer = T * per_token_layer;
-  c.head = T * 2.0 * H * V;
-  c.embedding = 2.0 * V * H;
+  c.layer = stage_flops_per_sample(one, false);
+  c.head = stage_flops_per_sample(head_only, true);
+  c.embedding = 2.0 * static_cast<double>(shape.vocab_size) * static_cast<double>(shape.hidden_size);
   return c;
 }
 

@@ -7,18 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace swarm::planner {
+#include "planner/flops.h"
 
-// The sizes of a Llama-family decoder that decide its cost.
-struct LlamaShape {
-  int64_t vocab_size = 0;
-  int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t sequence_length = 0;
-};
+namespace swarm::planner {
 
 // Cost per sample (forward FLOPs, 2 per multiply-add; a backward costs about twice as much for
 // each part alike) of one layer, and of what the first and the last stage hold besides.
@@ -28,12 +19,11 @@ struct SplitCosts {
   double head = 0;       // extra on the last stage
 };
 
-// Per token and layer: the q, k, v, o projections 2 H (nh + 2 nkv + nh) hd, the SwiGLU MLP
-// 2 * 3 H I, the attention scores and weighted sum 2 * 2 T nh hd (the full T x T product, as in
-// flops.h); the head 2 H V per token. The embedding is a lookup without multiply-adds, but its
-// backward writes a dense [V, H] gradient: counted as 2 V H per sample (one multiply-add per
-// value), a small share beside the head.
-SplitCosts llama_split_costs(const LlamaShape& shape);
+// A layer and the head as flops.h counts them (stage_flops_per_sample: projections with
+// grouped-query attention, the MLP, attention over T; the head's 2 H V per token). The embedding
+// is a lookup without multiply-adds, but its backward writes a dense [V, H] gradient: counted as
+// 2 V H per sample (one multiply-add per value), a small share beside the head.
+SplitCosts split_costs(const StageShape& shape);
 
 // Layers per stage (each at least 1, summing to `layers`) that minimise the most expensive
 // stage. A layer that would cost the same on two stages goes to the later one: deterministic.

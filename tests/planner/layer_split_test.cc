@@ -70,7 +70,16 @@ TEST(LayerSplit, ImpossibleSplitsAreRefused) {
 
 TEST(LayerSplit, SmolLm2OnThreeStagesGivesTheHeadsStageFewLayers) {
   // SmolLM2-135M: V 49152, H 576, I 1536, 9 heads, 3 KV heads, head_dim 64, 30 layers; T 256.
-  const SplitCosts c = llama_split_costs({49152, 576, 1536, 9, 3, 64, 256});
+  StageShape shape;
+  shape.vocab_size = 49152;
+  shape.hidden_size = 576;
+  shape.intermediate_size = 1536;
+  shape.num_heads = 9;
+  shape.kv_heads = 3;
+  shape.head_dim = 64;
+  shape.sequence_length = 256;
+  shape.gated_mlp = true;
+  const SplitCosts c = split_costs(shape);
   EXPECT_GT(c.head, 5 * c.layer);           // 2 H V per token against ~2 * 3.5 M
   EXPECT_LT(c.embedding, 0.1 * c.layer);
   const auto n = balanced_layers(30, 3, c);
