@@ -225,51 +225,72 @@ TensorFile read_safetensors(const std::string& path) {
   return f;
 }
 
-SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) bad(path, std::string("cannot open: ") + std::strerror(errno));
-  try {
+namespace {
+
+class FileSource : public ByteSource {
+ public:
+  explicit FileSource(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) bad(path, std::string("cannot open: ") + std::strerror(errno));
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) bad(path, std::string("cannot stat: ") + std::strerror(errno));
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    std::string prefix(std::min<uint64_t>(size, 8), '\0');
-    read_at(prefix.data(), prefix.size(), 0);
-    if (prefix.size() == 8) {
-      uint64_t n = 0;
-      for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(prefix[i])) << (8 * i);
-      if (n <= kMaxHeader && n <= size - 8) {  // else parse_safetensors_header refuses it
-        prefix.resize(8 + n);
-        read_at(prefix.data() + 8, n, 8);
-      }
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      bad(path, std::string("cannot stat: ") + std::strerror(err));
     }
-    header_ = parse_safetensors_header(prefix, size, path);
-  } catch (...) {
-    ::close(fd_);
-    throw;
+    size_ = static_cast<uint64_t>(st.st_size);
   }
-}
+  ~FileSource() override { ::close(fd_); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
 
-SafetensorsReader::~SafetensorsReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void SafetensorsReader::read_at(char* dst, uint64_t n, uint64_t offset) const {
-  while (n > 0) {
-    const ssize_t got = ::pread(fd_, dst, std::min<uint64_t>(n, uint64_t{1} << 30), static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) bad(path_, "cannot read " + std::to_string(n) + " bytes at " + std::to_string(offset) + ": " + std::strerror(errno));
-    if (got == 0) bad(path_, "the file ends before byte " + std::to_string(offset + n) + " (was it changed after it was opened?)");
-    dst += got;
-    n -= static_cast<uint64_t>(got);
-    offset += static_cast<uint64_t>(got);
+  uint64_t size() const override { return size_; }
+  void read_at(char* dst, uint64_t n, uint64_t offset) const override {
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, dst, std::min<uint64_t>(n, uint64_t{1} << 30), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0)
+        bad(path_, "cannot read " + std::to_string(n) + " bytes at " + std::to_string(offset) + ": " + std::strerror(errno));
+      if (got == 0) bad(path_, "the file ends before byte " + std::to_string(offset + n) + " (was it changed after it was opened?)");
+      dst += got;
+      n -= static_cast<uint64_t>(got);
+      offset += static_cast<uint64_t>(got);
+    }
   }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSource> open_file_source(const std::string& path) { return std::make_unique<FileSource>(path); }
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : SafetensorsReader(open_file_source(path), path) {}
+
+SafetensorsReader::SafetensorsReader(std::unique_ptr<ByteSource> source, const std::string& path)
+    : path_(path), source_(std::move(source)) {
+  const uint64_t size = source_->size();
+  std::string prefix(std::min<uint64_t>(size, 8), '\0');
+  source_->read_at(prefix.data(), prefix.size(), 0);
+  if (prefix.size() == 8) {
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(prefix[i])) << (8 * i);
+    if (n <= kMaxHeader && n <= size - 8) {  // else parse_safetensors_header refuses it
+      prefix.resize(8 + n);
+      source_->read_at(prefix.data() + 8, n, 8);
+    }
+  }
+  header_ = parse_safetensors_header(prefix, size, path);
 }
 
 at::Tensor SafetensorsReader::read(const TensorEntry& e) const {
   check_readable(path_, e);
   // Read straight into a tensor of the stored dtype; 16-bit ones are then converted (the only copy).
   auto stored = torch::empty(e.shape, stored_type(e.dtype));
-  read_at(static_cast<char*>(stored.data_ptr()), e.end - e.begin, header_.data_start + e.begin);
+  source_->read_at(static_cast<char*>(stored.data_ptr()), e.end - e.begin, header_.data_start + e.begin);
   return stored.scalar_type() == torch::kFloat ? stored : stored.to(torch::kFloat);
 }
 

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,15 +69,28 @@ TensorFile read_safetensors(const std::string& path);
 // The same from a file's bytes; `path` names it in errors. Tensors come in the order of their offsets.
 TensorFile parse_safetensors(const std::string& bytes, const std::string& path);
 
-// A file opened for reading tensor by tensor. Thread-compatible: read() may be called from
-// several threads at once (pread has no shared file position).
+// Bytes read at an offset: a local file (pread), or an object in object storage (ranged GETs,
+// hf_checkpoint.h). Implementations are safe to read from several threads at once.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual uint64_t size() const = 0;
+  // Reads n bytes at `offset` into dst, or throws std::runtime_error naming the source.
+  virtual void read_at(char* dst, uint64_t n, uint64_t offset) const = 0;
+};
+
+// A local file opened for reading (pread: no shared file position). Throws std::runtime_error
+// naming the file when it cannot be opened.
+std::unique_ptr<ByteSource> open_file_source(const std::string& path);
+
+// A file read tensor by tensor. Thread-compatible: read() may be called from several threads at
+// once.
 class SafetensorsReader {
  public:
   // Opens `path` and reads and checks its header only. Throws std::runtime_error naming the file.
   explicit SafetensorsReader(const std::string& path);
-  ~SafetensorsReader();
-  SafetensorsReader(const SafetensorsReader&) = delete;
-  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+  // The same over any source; `path` names it in errors.
+  SafetensorsReader(std::unique_ptr<ByteSource> source, const std::string& path);
 
   const std::string& path() const { return path_; }
   const SafetensorsHeader& header() const { return header_; }
@@ -86,11 +100,8 @@ class SafetensorsReader {
   at::Tensor read(const TensorEntry& entry) const;
 
  private:
-  // Reads n bytes at `offset` into dst, or throws naming the file.
-  void read_at(char* dst, uint64_t n, uint64_t offset) const;
-
   std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<ByteSource> source_;
   SafetensorsHeader header_;
 };
 
