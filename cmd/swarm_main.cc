@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cmd/job_commands.h"
 #include "cmd/model_commands.h"
 #include "common/job_spec.h"
 #include "registry/registry_server.h"
@@ -426,6 +427,8 @@ int main(int argc, char** argv) {
   eval_cmd.add_to(app);
   swarm::cli::GenerateCommand generate_cmd;
   generate_cmd.add_to(app);
+  swarm::cli::JobCommand job_cmd;
+  job_cmd.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -440,6 +443,7 @@ int main(int argc, char** argv) {
     if (*export_cmd.cmd) return export_cmd.run();
     if (*eval_cmd.cmd) return eval_cmd.run();
     if (*generate_cmd.cmd) return generate_cmd.run();
+    if (*job_cmd.cmd) return job_cmd.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -141,7 +141,7 @@ std::string hf_job_yaml(const JobSpec& job, const HfModelConfig& hf, const FromH
   }
   y << "    dataset:\n      path: " << quoted(job.training.dataset.path) << "\n"
     << "    optimizer:\n      learningRate: " << num(job.training.optimizer.learning_rate)
-    << "   # fine-tuning: well below pre-training's\n";
+    << "   # fine-tuning (--learning-rate): well below a pre-training rate\n";
   return y.str();
 }
 
