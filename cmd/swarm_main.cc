@@ -23,6 +23,7 @@
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/runtime/job_model.h"
 #include "worker/local/launcher.h"
 #include "worker/stage/stage_server.h"
@@ -191,6 +192,7 @@ struct WorkerCommand {
 
   int run() {
     worker.spec = swarm::load_job_spec(job);
+    swarm::runtime::check_model_init(worker.spec);  // before joining: a checkpoint that does not fit is refused
     worker.secret = swarm::resolve_secret(worker.spec.secret);
     worker.previous_secret = swarm::resolve_previous_secret(worker.spec.secret);
     if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
