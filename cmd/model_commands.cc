@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -13,17 +14,32 @@
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_init.h"
 
 namespace swarm::cli {
 namespace {
 
-// --model: an existing file, or an s3:// URL (downloaded with the AWS_* variables' settings).
+// --model: an existing file or folder, or an s3:// URL (read with the AWS_* variables' settings).
 const CLI::Validator file_or_s3_url(
     [](std::string& v) -> std::string {
       if (is_s3_url(v)) return s3_url_problem(v).value_or("");
-      return CLI::ExistingFile(v);
+      return CLI::ExistingPath(v);
     },
-    "FILE|s3://BUCKET/KEY");
+    "FILE|DIR|s3://BUCKET/KEY");
+
+// A file swarm export wrote, or a Hugging Face checkpoint folder (config.json beside safetensors;
+// locally a folder, in object storage a prefix not ending in .safetensors).
+runtime::ExportedModel load_model(const std::string& model, int64_t sequence_length) {
+  const bool folder = is_s3_url(model) ? model.size() < 12 || model.compare(model.size() - 12, 12, ".safetensors") != 0
+                                       : std::filesystem::is_directory(model);
+  return folder ? runtime::load_hf_model(model, sequence_length) : runtime::load_exported(model);
+}
+
+constexpr const char* kModelHelp =
+    "a safetensors file written by swarm export, a Hugging Face checkpoint folder (config.json and "
+    "safetensors: the model before fine-tuning), or either in object storage (s3://)";
+constexpr const char* kSequenceHelp =
+    "a Hugging Face checkpoint's window in tokens (default: 256, at most its max_position_embeddings)";
 
 std::string read_secret_file(const std::string& path) {
   std::ifstream in(path);
@@ -100,8 +116,8 @@ int ExportCommand::run() const {
 
 void EvalCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("eval", "loss and perplexity of an exported model on data");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
-      ->required()->check(file_or_s3_url);
+  cmd->add_option("--model", model, kModelHelp)->required()->check(file_or_s3_url);
+  cmd->add_option("--sequence-length", sequence_length, kSequenceHelp)->check(CLI::Range(2, 65536));
   cmd->add_option("--data", data, "text, JSON Lines or token files, or a directory (as spec.training.dataset)")
       ->required()->check(CLI::ExistingPath);
   cmd->add_option("--batches", batches, "batches of consecutive windows from the start of the data")
@@ -111,7 +127,7 @@ void EvalCommand::add_to(CLI::App& app) {
 }
 
 int EvalCommand::run() const {
-  const auto m = runtime::load_exported(model);
+  const auto m = load_model(model, sequence_length);
   const auto tok = tokenizer_of(m, tokenizer_model);
   data::DatasetOptions o;
   o.validation_fraction = 0;
@@ -136,8 +152,8 @@ int EvalCommand::run() const {
 
 void GenerateCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("generate", "continue a prompt with an exported model");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
-      ->required()->check(file_or_s3_url);
+  cmd->add_option("--model", model, kModelHelp)->required()->check(file_or_s3_url);
+  cmd->add_option("--sequence-length", sequence_length, kSequenceHelp)->check(CLI::Range(2, 65536));
   cmd->add_option("--prompt", prompt, "the text to continue")->required();
   cmd->add_option("--max-tokens", max_tokens, "tokens to add")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", temperature, "0 = always the most likely token")
@@ -150,7 +166,7 @@ void GenerateCommand::add_to(CLI::App& app) {
 
 int GenerateCommand::run() const {
   torch::NoGradGuard no_grad;
-  const auto m = runtime::load_exported(model);
+  const auto m = load_model(model, sequence_length);
   const auto tok = tokenizer_of(m, tokenizer_model);
   std::vector<uint32_t> ids = tok.encode(prompt);
   if (ids.empty()) throw std::invalid_argument("--prompt: encodes to no token");
