@@ -384,8 +384,8 @@ TEST(JobSpec, UnknownFieldsAreErrorsThatListTheAllowedOnes) {
   ASSERT_THAT(errors, SizeIs(1));
   EXPECT_THAT(errors[0],
               HasSubstr("spec.model.hiddenSiz: unknown field (did you mean hiddenSize?)"));
-  EXPECT_THAT(errors[0], HasSubstr("allowed: vocabSize, hiddenSize, numHeads, layersPerStage, "
-                                   "sequenceLength, mlpRatio, sharedLayers"));
+  EXPECT_THAT(errors[0], HasSubstr("allowed: architecture, vocabSize, hiddenSize, numHeads, layersPerStage, "
+                                   "sequenceLength, mlpRatio, sharedLayers, intermediateSize, numKeyValueHeads"));
   EXPECT_THAT(errors[0], HasSubstr("(line 7, column 5)"));
 
   EXPECT_THAT(errors_of(manifest("{model: {hidden_size: 192}}")),
