@@ -2,13 +2,13 @@
 """Check a Hugging Face checkpoint folder with `transformers` itself, offline: perplexity on a fixed
 English paragraph and a greedy continuation of a prompt.
 
-    python examples/smollm2/check_hf.py DIR [--prompt TEXT] [--max-new-tokens N] [--max-perplexity P]
+    python examples/smollm2/check_hf.py DIR... [--prompt TEXT] [--max-new-tokens N] [--max-perplexity P]
 
-Loads DIR with AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained (float32, CPU,
-HF_HUB_OFFLINE=1: nothing is fetched), prints the perplexity and the continuation, and one JSON line
-({"perplexity": ..., "tokens": ..., "generation": ...}) last. With --max-perplexity, exits 1 when
-the perplexity is above it: how examples/smollm2/run.sh and tests/examples/smollm2_test.sh tell a
-model that reads English from one whose conversion went wrong.
+Loads each DIR with AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained
+(float32, CPU, HF_HUB_OFFLINE=1: nothing is fetched), prints the perplexity and the continuation,
+then one JSON line ({"model": DIR, "perplexity": ..., "tokens": ..., "generation": ...}). With
+--max-perplexity, exits 1 when a perplexity is above it: how examples/smollm2/run.sh and
+tests/examples/smollm2_test.cc tell a model that reads English from one whose conversion went wrong.
 """
 
 import argparse
@@ -31,7 +31,8 @@ PARAGRAPH = (
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="the checkpoint folder (config.json, safetensors, tokenizer files)")
+    ap.add_argument("models", nargs="+", metavar="DIR",
+                    help="checkpoint folders (config.json, safetensors, tokenizer files)")
     ap.add_argument("--prompt", default="The capital of France is")
     ap.add_argument("--max-new-tokens", type=int, default=30)
     ap.add_argument("--max-perplexity", type=float, help="fail (exit 1) above this perplexity")
@@ -44,8 +45,15 @@ def main(argv):
 
     if a.threads:
         torch.set_num_threads(a.threads)
-    tok = AutoTokenizer.from_pretrained(a.model)
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32)
+    failed = False
+    for path in a.models:
+        failed |= not check(path, a, torch, AutoModelForCausalLM, AutoTokenizer)
+    return 1 if failed else 0
+
+
+def check(path, a, torch, AutoModelForCausalLM, AutoTokenizer):
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         ids = tok(PARAGRAPH, return_tensors="pt").input_ids
@@ -55,15 +63,16 @@ def main(argv):
                              pad_token_id=tok.pad_token_id)
     generation = tok.decode(out[0][prompt.input_ids.shape[1]:], skip_special_tokens=True)
     perplexity = math.exp(loss)
-    print(f"perplexity {perplexity:.2f} (loss {loss:.4f}) over {ids.shape[1]} tokens of a fixed English paragraph")
+    print(f"{path}: perplexity {perplexity:.2f} (loss {loss:.4f}) over {ids.shape[1]} tokens of a fixed English "
+          "paragraph")
     print(f"{a.prompt}{generation}")
-    print(json.dumps({"perplexity": perplexity, "loss": loss, "tokens": int(ids.shape[1]), "prompt": a.prompt,
-                      "generation": generation}))
+    print(json.dumps({"model": path, "perplexity": perplexity, "loss": loss, "tokens": int(ids.shape[1]),
+                      "prompt": a.prompt, "generation": generation}))
     if a.max_perplexity is not None and perplexity > a.max_perplexity:
-        print(f"check_hf: perplexity {perplexity:.2f} is above --max-perplexity {a.max_perplexity}", file=sys.stderr)
-        return 1
-    return 0
-
+        print(f"check_hf: {path}: perplexity {perplexity:.2f} is above --max-perplexity {a.max_perplexity}",
+              file=sys.stderr)
+        return False
+    return True
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
