@@ -27,6 +27,7 @@ struct EvalCommand {
 
 struct GenerateCommand {
   std::string model, prompt, tokenizer_model;
+  std::string prompt_ids;  // --prompt-ids: the prompt as ids (a tokenizer the swarm cannot encode with)
   int64_t max_tokens = 200, top_k = 0, sequence_length = 0;
   double temperature = 0.8;
   uint64_t seed = 1;

@@ -398,7 +398,7 @@ struct TokenizeCommand {
                        done / 1e6 / std::max(s, 1e-9), ids.size());
       }
     }
-    swarm::data::write_token_file(out, static_cast<uint64_t>(tok.vocab_size()), ids);
+    swarm::data::write_token_file(out, static_cast<uint64_t>(tok.vocab_size()), tok.sha256(), ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::fprintf(stderr, "%stokenize: %.1f MB of text -> %zu tokens (%s) in %.2f s, %.1f MB/s -> %s\n", tty ? "\n" : "",
                  done / 1e6, ids.size(), tok.describe().c_str(), s, done / 1e6 / std::max(s, 1e-9), out.c_str());

@@ -118,7 +118,9 @@ nlohmann::json model_config_json(const JobSpec& spec, int64_t step) {
                       {"sequence_length", c.sequence_length},
                       {"intermediate_size", c.intermediate_size()},
                       {"tokenizer",
-                       {{"kind", to_string(spec.training.tokenizer.kind)}, {"model", spec.training.tokenizer.model}}},
+                       {{"kind", to_string(spec.training.tokenizer.kind)},
+                        {"model", spec.training.tokenizer.model},
+                        {"file", spec.training.tokenizer.file}}},
                       {"step", step}};
   if (c.is_llama()) {
     const auto& l = c.llama;
