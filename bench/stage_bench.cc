@@ -128,12 +128,27 @@ sm::ModelConfig stage_config(const Args& a, int64_t hidden) {
   c.vocab_size = a.vocab;
   c.hidden_size = hidden;
   c.num_heads = std::max<int64_t>(1, hidden / a.head_dim);
-  c.layers_per_stage = a.layers;
   c.sequence_length = a.seq;
-  c.mlp_ratio = a.mlp;
   c.num_stages = 3;
+  c.set_uniform_layers(a.layers);
+  c.gpt2.intermediate_size = a.mlp * hidden;
   sm::validate(c);
   return c;
+}
+
+// What planner/flops.h costs for stage 1 of `c`.
+swarm::planner::StageShape stage_shape(const sm::ModelConfig& c) {
+  swarm::planner::StageShape s;
+  s.vocab_size = c.vocab_size;
+  s.hidden_size = c.hidden_size;
+  s.layers = c.layers_in(1);
+  s.sequence_length = c.sequence_length;
+  s.intermediate_size = c.intermediate_size();
+  s.num_heads = c.num_heads;
+  s.kv_heads = c.kv_heads();
+  s.head_dim = c.head_dim();
+  s.gated_mlp = c.is_llama();
+  return s;
 }
 
 double rel(const torch::Tensor& err, const torch::Tensor& ref) {
@@ -163,8 +178,10 @@ int run_check(const c10::Device& d) {
              std::to_string(staging.stats().reuses));
 
   sm::ModelConfig c;
-  c.hidden_size = 256, c.num_heads = 4, c.layers_per_stage = 2, c.sequence_length = 128;
+  c.hidden_size = 256, c.num_heads = 4, c.sequence_length = 128;
   c.num_stages = 3;
+  c.set_uniform_layers(2);
+  c.gpt2.intermediate_size = 4 * c.hidden_size;
   auto stage = sm::make_stage(c, 1, 1);
   stage->to(d);
   auto x = torch::randn({4, 128, 256}, torch::TensorOptions().device(d));
@@ -309,7 +326,7 @@ int main(int argc, char** argv) {
       y.backward(g);  // gradients accumulate, as over a step's microbatches
     };
     const double fwd_bwd = time_per_call(device, a.warmup, a.iters, forward_backward);
-    const double flops = 3.0 * swarm::planner::stage_flops_per_sample({c.vocab_size, c.hidden_size, c.layers_per_stage, c.sequence_length, c.mlp_ratio}, false) * a.batch;
+    const double flops = 3.0 * swarm::planner::stage_flops_per_sample(stage_shape(c), false) * a.batch;
     const double tflops = flops / fwd_bwd / 1e12;
     std::printf("%7lld %6lld %10.1f %9.2f %13.2f %15.1f %8.1f%%\n", static_cast<long long>(hidden),
                 static_cast<long long>(c.num_heads), params / 1e6, fwd * 1e3, fwd_bwd * 1e3,

@@ -40,11 +40,15 @@ constexpr Spelling<ScheduleKind> kSchedules[] = {{ScheduleKind::Constant, "const
                                                  {ScheduleKind::Linear, "linear"},
                                                  {ScheduleKind::Cosine, "cosine"}};
 constexpr Spelling<TokenizerKind> kTokenizers[] = {{TokenizerKind::Bytes, "bytes"},
-                                                   {TokenizerKind::SentencePiece, "sentencepiece"}};
+                                                   {TokenizerKind::SentencePiece, "sentencepiece"},
+                                                   {TokenizerKind::HuggingFace, "huggingface"}};
 constexpr Spelling<DatasetFormat> kDatasetFormats[] = {{DatasetFormat::Auto, "auto"},
                                                        {DatasetFormat::Text, "text"},
                                                        {DatasetFormat::Jsonl, "jsonl"},
                                                        {DatasetFormat::Tokens, "tokens"}};
+constexpr Spelling<Architecture> kArchitectures[] = {{Architecture::Gpt2, "gpt2"}, {Architecture::Llama, "llama"}};
+constexpr Spelling<RopeScalingType> kRopeScalingTypes[] = {{RopeScalingType::Llama3, "llama3"}};
+constexpr Spelling<ModelFormat> kModelFormats[] = {{ModelFormat::HuggingFace, "huggingface"}};
 
 template <class E, std::size_t N>
 const char* name_of(const Spelling<E> (&table)[N], E value) {
@@ -80,6 +84,12 @@ const char* to_string(TokenizerKind k) { return name_of(kTokenizers, k); }
 std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s) { return value_of(kTokenizers, s); }
 const char* to_string(DatasetFormat f) { return name_of(kDatasetFormats, f); }
 std::optional<DatasetFormat> parse_dataset_format(std::string_view s) { return value_of(kDatasetFormats, s); }
+const char* to_string(Architecture a) { return name_of(kArchitectures, a); }
+std::optional<Architecture> parse_architecture(std::string_view s) { return value_of(kArchitectures, s); }
+const char* to_string(RopeScalingType t) { return name_of(kRopeScalingTypes, t); }
+std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view s) { return value_of(kRopeScalingTypes, s); }
+const char* to_string(ModelFormat f) { return name_of(kModelFormats, f); }
+std::optional<ModelFormat> parse_model_format(std::string_view s) { return value_of(kModelFormats, s); }
 std::optional<Compression> parse_compression(std::string_view s) {
   return value_of(kCompressions, s);
 }
@@ -108,17 +118,30 @@ bool is_dns1123_subdomain(std::string_view s) {
   }
 }
 
+bool operator==(const RopeScalingSpec& a, const RopeScalingSpec& b) {
+  return std::tie(a.type, a.factor, a.low_freq_factor, a.high_freq_factor, a.original_max_position_embeddings) ==
+         std::tie(b.type, b.factor, b.low_freq_factor, b.high_freq_factor, b.original_max_position_embeddings);
+}
+bool operator==(const ModelInitSpec& a, const ModelInitSpec& b) {
+  return a.from == b.from && a.format == b.format;
+}
 bool operator==(const ModelSpec& a, const ModelSpec& b) {
-  return std::tie(a.vocab_size, a.hidden_size, a.num_heads, a.layers_per_stage, a.sequence_length,
-                  a.mlp_ratio, a.shared_layers) ==
-         std::tie(b.vocab_size, b.hidden_size, b.num_heads, b.layers_per_stage, b.sequence_length,
-                  b.mlp_ratio, b.shared_layers);
+  return std::tie(a.architecture, a.vocab_size, a.hidden_size, a.num_heads, a.layers_per_stage, a.sequence_length,
+                  a.mlp_ratio, a.shared_layers, a.intermediate_size, a.num_key_value_heads, a.head_dim, a.norm_eps,
+                  a.rope_theta, a.rope_scaling, a.attention_bias, a.mlp_bias, a.init) ==
+         std::tie(b.architecture, b.vocab_size, b.hidden_size, b.num_heads, b.layers_per_stage, b.sequence_length,
+                  b.mlp_ratio, b.shared_layers, b.intermediate_size, b.num_key_value_heads, b.head_dim, b.norm_eps,
+                  b.rope_theta, b.rope_scaling, b.attention_bias, b.mlp_bias, b.init);
 }
 bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
-  return a.stages == b.stages && a.compression == b.compression && a.block_size == b.block_size;
+  return a.stages == b.stages && a.compression == b.compression && a.block_size == b.block_size &&
+         a.layers_per_stage == b.layers_per_stage;
 }
 bool operator==(const AveragingSpec& a, const AveragingSpec& b) {
   return a.compression == b.compression && a.block_size == b.block_size;
+}
+bool operator==(const TokenizerSpec& a, const TokenizerSpec& b) {
+  return std::tie(a.kind, a.model, a.file) == std::tie(b.kind, b.model, b.file);
 }
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
   return std::tie(a.path, a.format, a.text_field, a.validation_fraction) ==
@@ -134,9 +157,9 @@ bool operator==(const ScheduleSpec& a, const ScheduleSpec& b) {
          std::tie(b.kind, b.warmup_steps, b.min_learning_rate_ratio);
 }
 bool operator==(const TrainingSpec& a, const TrainingSpec& b) {
-  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.eval_batches, a.seed, a.dataset, a.optimizer,
-                  a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.eval_batches, b.seed,
-                                          b.dataset, b.optimizer, b.schedule);
+  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.eval_batches, a.seed, a.tokenizer, a.dataset,
+                  a.optimizer, a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.eval_batches,
+                                                       b.seed, b.tokenizer, b.dataset, b.optimizer, b.schedule);
 }
 bool operator==(const WorkersSpec& a, const WorkersSpec& b) {
   return std::tie(a.per_stage, a.device, a.precision, a.threads) ==
@@ -178,6 +201,12 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
                   a.workers, a.trainers, a.timeouts, a.secret, a.rebalancing, a.checkpoint, a.security) ==
          std::tie(b.api_version, b.kind, b.name, b.namespace_, b.model, b.pipeline, b.averaging, b.training,
                   b.workers, b.trainers, b.timeouts, b.secret, b.rebalancing, b.checkpoint, b.security);
+}
+
+std::vector<std::int64_t> stage_layers(const JobSpec& spec) {
+  if (!spec.pipeline.layers_per_stage.empty()) return spec.pipeline.layers_per_stage;
+  return std::vector<std::int64_t>(static_cast<std::size_t>(std::max<std::int64_t>(0, spec.pipeline.stages)),
+                                   spec.model.layers_per_stage);
 }
 
 std::vector<std::string> validate_job_spec(const JobSpec& spec) {

@@ -59,16 +59,53 @@ enum class ScheduleKind {
   Cosine,    // "cosine": cosine decay to minLearningRateRatio * learningRate at maxSteps
 };
 
-// spec.model: the transformer LM. Every stage holds layersPerStage blocks; stage 0 also holds the
-// embedding and the last stage the LM head.
+// spec.model.architecture: which decoder block the stages are built of (worker/model/).
+//   gpt2    pre-LayerNorm block, learned positions, fused QKV with biases, exact (erf) GELU MLP
+//   llama   RMSNorm, rotary positions (Hugging Face's rotate-half), grouped-query attention,
+//           SwiGLU MLP, no biases unless asked for; the LM head is never tied to the embedding
+enum class Architecture { Gpt2, Llama };
+
+// spec.model.ropeScaling (llama only): Llama 3's frequency-dependent rotary scaling, Hugging
+// Face's rope_scaling {rope_type: llama3, ...}. Left out: no scaling.
+enum class RopeScalingType { Llama3 };
+struct RopeScalingSpec {
+  RopeScalingType type = RopeScalingType::Llama3;  // type: llama3
+  double factor = 8;                               // factor, [1, 1024]
+  double low_freq_factor = 1;                      // lowFreqFactor, > 0
+  double high_freq_factor = 4;                     // highFreqFactor, > lowFreqFactor
+  std::int64_t original_max_position_embeddings = 8192;  // originalMaxPositionEmbeddings, >= 1
+};
+
+// spec.model.init: start from an existing checkpoint instead of the seeded random initialization.
+enum class ModelFormat { HuggingFace };
+struct ModelInitSpec {
+  std::string from;                                // from: a directory or s3://bucket/prefix
+  ModelFormat format = ModelFormat::HuggingFace;   // format: huggingface (config.json + safetensors)
+};
+
+// spec.model: the transformer LM. Stage s holds layersOf(s) blocks (spec.model.layersPerStage
+// each, or spec.pipeline.layersPerStage[s]); stage 0 also holds the embedding and the last stage
+// the LM head. Fields that only one architecture has say so; left at their default they are
+// accepted with either.
 struct ModelSpec {
+  Architecture architecture = Architecture::Gpt2;  // architecture: gpt2 | llama
   std::int64_t vocab_size = 256;       // vocabSize, 2..1000000
-  std::int64_t hidden_size = 192;      // hiddenSize, 8..65536, a multiple of numHeads
+  std::int64_t hidden_size = 192;      // hiddenSize, 8..65536, a multiple of numHeads unless headDim
   std::int64_t num_heads = 6;          // numHeads, 1..256
-  std::int64_t layers_per_stage = 2;   // layersPerStage, 1..256
+  std::int64_t layers_per_stage = 2;   // layersPerStage, 1..256 (every stage; see spec.pipeline)
   std::int64_t sequence_length = 128;  // sequenceLength, 2..65536
   std::int64_t mlp_ratio = 4;          // mlpRatio, 1..16: MLP width = mlpRatio * hiddenSize
-  bool shared_layers = false;          // sharedLayers: ALBERT-style, one block reused per stage
+  bool shared_layers = false;          // sharedLayers: ALBERT-style, one block reused per stage (gpt2)
+  std::int64_t intermediate_size = 0;  // intermediateSize, 0..1048576: the MLP width; 0 = mlpRatio * hiddenSize
+  std::int64_t num_key_value_heads = 0;  // numKeyValueHeads, 0..256: grouped-query attention (llama),
+                                         //   a divisor of numHeads; 0 = numHeads
+  std::int64_t head_dim = 0;           // headDim, 0..1024: per-head width (llama, even); 0 = hiddenSize / numHeads
+  double norm_eps = 1e-5;              // normEps, (0, 0.1]: LayerNorm's (gpt2) / RMSNorm's (llama) epsilon
+  double rope_theta = 10000;           // ropeTheta, > 0: rotary base (llama)
+  std::optional<RopeScalingSpec> rope_scaling;  // ropeScaling (llama)
+  std::optional<bool> attention_bias;  // attentionBias: q/k/v/o biases; left out = gpt2 true, llama false
+  std::optional<bool> mlp_bias;        // mlpBias: MLP biases; left out = gpt2 true, llama false
+  std::optional<ModelInitSpec> init;   // init: {from, format} (llama)
 };
 
 // spec.pipeline
@@ -76,6 +113,10 @@ struct PipelineSpec {
   std::int64_t stages = 2;                     // stages, 2..64
   Compression compression = Compression::None;  // compression: none | fp16 | blockwise8
   std::int64_t block_size = 4096;              // blockSize: values per blockwise8 block, 16..65535
+  // layersPerStage: the blocks of each stage, one count (1..256) per stage, for uneven stages (a
+  // lighter first and last stage balance the embedding and the head). Empty: every stage holds
+  // spec.model.layersPerStage, which must then be left at its default when this list is given.
+  std::vector<std::int64_t> layers_per_stage;
 };
 
 // spec.averaging: how a stage's peers send the gradients they average.
@@ -90,10 +131,16 @@ struct AveragingSpec {
 };
 
 // spec.training.tokenizer: how text becomes token ids.
-enum class TokenizerKind { Bytes, SentencePiece };
+//   bytes          one token per byte
+//   sentencepiece  a SentencePiece .model (`model`): the trainers encode text with it
+//   huggingface    a Hugging Face tokenizer.json (`file`): its text is pre-tokenised by
+//                  scripts/hf_tokenize.py into token files (the dataset must be token files);
+//                  the job only checks each file's tokenizer hash and its vocabulary
+enum class TokenizerKind { Bytes, SentencePiece, HuggingFace };
 struct TokenizerSpec {
-  TokenizerKind kind = TokenizerKind::Bytes;  // kind: bytes (one token per byte) | sentencepiece
+  TokenizerKind kind = TokenizerKind::Bytes;  // kind: bytes | sentencepiece | huggingface
   std::string model;                          // model: the SentencePiece .model file (sentencepiece only)
+  std::string file;                           // file: the tokenizer.json (huggingface only)
 };
 
 // spec.training.dataset.format: how its files are read.
@@ -263,6 +310,10 @@ struct JobSpec {
   std::vector<std::string> cluster_only_fields;
 };
 
+// The blocks of each stage: spec.pipeline.layersPerStage, or spec.model.layersPerStage for each of
+// spec.pipeline.stages stages.
+std::vector<std::int64_t> stage_layers(const JobSpec& spec);
+
 // Every problem found in a spec. errors() holds one message per problem, each starting with the
 // field path; what() lists them one per line, each prefixed with "<source>: " when the spec came
 // from a file.
@@ -310,12 +361,18 @@ const char* to_string(Transport t);
 const char* to_string(ScheduleKind k);
 const char* to_string(TokenizerKind k);
 const char* to_string(DatasetFormat f);
+const char* to_string(Architecture a);
+const char* to_string(RopeScalingType t);
+const char* to_string(ModelFormat f);
 std::optional<Compression> parse_compression(std::string_view s);
 std::optional<OptimizerKind> parse_optimizer_kind(std::string_view s);
 std::optional<Transport> parse_transport(std::string_view s);
 std::optional<ScheduleKind> parse_schedule_kind(std::string_view s);
 std::optional<TokenizerKind> parse_tokenizer_kind(std::string_view s);
 std::optional<DatasetFormat> parse_dataset_format(std::string_view s);
+std::optional<Architecture> parse_architecture(std::string_view s);
+std::optional<RopeScalingType> parse_rope_scaling_type(std::string_view s);
+std::optional<ModelFormat> parse_model_format(std::string_view s);
 
 // Kubernetes name rules. A DNS-1123 label: 1..63 of [a-z0-9-], starting and ending with [a-z0-9].
 // A DNS-1123 subdomain: 1..253 chars, dot-separated labels.
@@ -323,9 +380,12 @@ bool is_dns1123_label(std::string_view s);
 bool is_dns1123_subdomain(std::string_view s);
 
 // Member-wise equality.
+bool operator==(const RopeScalingSpec& a, const RopeScalingSpec& b);
+bool operator==(const ModelInitSpec& a, const ModelInitSpec& b);
 bool operator==(const ModelSpec& a, const ModelSpec& b);
 bool operator==(const PipelineSpec& a, const PipelineSpec& b);
 bool operator==(const AveragingSpec& a, const AveragingSpec& b);
+bool operator==(const TokenizerSpec& a, const TokenizerSpec& b);
 bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);
@@ -340,6 +400,8 @@ bool operator==(const RebalancingSpec& a, const RebalancingSpec& b);
 bool operator==(const CheckpointS3Spec& a, const CheckpointS3Spec& b);
 bool operator==(const CheckpointSpec& a, const CheckpointSpec& b);
 bool operator==(const JobSpec& a, const JobSpec& b);
+inline bool operator!=(const RopeScalingSpec& a, const RopeScalingSpec& b) { return !(a == b); }
+inline bool operator!=(const ModelInitSpec& a, const ModelInitSpec& b) { return !(a == b); }
 inline bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
 inline bool operator!=(const PipelineSpec& a, const PipelineSpec& b) { return !(a == b); }
 inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }

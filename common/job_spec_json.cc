@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/job_spec_internal.h"
+#include "common/job_spec_reader.h"
 
 namespace swarm {
 namespace detail {
@@ -39,7 +40,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// The known field a misspelt `key` most likely meant, or "".
+}  // namespace
+
 std::string suggestion(const std::string& key, const std::vector<std::string>& known) {
   for (const std::string& k : known) {
     if (normalized(k) == normalized(key)) return k;  // hidden_size, HiddenSize -> hiddenSize
@@ -56,202 +58,7 @@ std::string suggestion(const std::string& key, const std::vector<std::string>& k
   return best;
 }
 
-// Reads the fields of one JSON object at `path`, type-checking each, and reports the keys nobody
-// asked for as unknown in finish(). An absent or null object reads as all defaults.
-class Reader {
- public:
-  Reader(Issues& issues, const json* value, std::string path, bool required = false)
-      : issues_(issues), path_(std::move(path)) {
-    if (value == nullptr || value->is_null()) {
-      if (required) issues_.fail(path_, "required");
-    } else if (!value->is_object()) {
-      issues_.fail(path_, "expected an object, got " + describe(*value));
-    } else {
-      object_ = value;
-    }
-  }
-
-  Reader object(const char* key, bool required = false) {
-    return Reader(issues_, field(key), join_path(path_, key), required && object_ != nullptr);
-  }
-
-  void ignore(const char* key) { field(key); }
-  // Accepts `key` unread and appends its path to `seen` when present.
-  void ignore(const char* key, std::vector<std::string>& seen) {
-    if (field(key) != nullptr) seen.push_back(join_path(path_, key));
-  }
-
-  void get(const char* key, std::string& out, bool required = false) {
-    if (const json* v = field(key, required)) {
-      if (v->is_string()) {
-        out = v->get<std::string>();
-      } else {
-        fail(key, "expected a string, got " + describe(*v));
-      }
-    }
-  }
-
-  void get(const char* key, bool& out) {
-    if (const json* v = field(key)) {
-      if (v->is_boolean()) {
-        out = v->get<bool>();
-      } else {
-        fail(key, "expected a boolean (true or false), got " + describe(*v));
-      }
-    }
-  }
-
-  // A boolean that may be left out (out stays nullopt).
-  void get(const char* key, std::optional<bool>& out) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    if (v->is_boolean()) {
-      out = v->get<bool>();
-    } else {
-      fail(key, "expected a boolean (true or false), got " + describe(*v));
-    }
-  }
-
-  void get(const char* key, double& out) {
-    if (const json* v = field(key)) {
-      if (v->is_number()) {
-        out = v->get<double>();
-      } else {
-        fail(key, "expected a number, got " + describe(*v));
-      }
-    }
-  }
-
-  void get(const char* key, std::int64_t& out) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    if (v->is_number_integer() && !v->is_number_unsigned()) {
-      out = v->get<std::int64_t>();
-    } else if (v->is_number_unsigned() && v->get<std::uint64_t>() <= INT64_MAX) {
-      out = static_cast<std::int64_t>(v->get<std::uint64_t>());
-    } else if (v->is_number_float() && whole(v->get<double>()) &&
-               std::fabs(v->get<double>()) < 9.2e18) {
-      out = static_cast<std::int64_t>(v->get<double>());
-    } else if (v->is_number() && (!v->is_number_float() || whole(v->get<double>()))) {
-      fail(key, "integer out of range, got " + describe(*v));
-    } else {
-      fail(key, "expected an integer, got " + describe(*v));
-    }
-  }
-
-  void get(const char* key, std::uint64_t& out) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    if (v->is_number_unsigned()) {
-      out = v->get<std::uint64_t>();
-    } else if (v->is_number_integer() && v->get<std::int64_t>() >= 0) {
-      out = static_cast<std::uint64_t>(v->get<std::int64_t>());
-    } else if (v->is_number_float() && whole(v->get<double>()) && v->get<double>() >= 0 &&
-               v->get<double>() < 1.8e19) {
-      out = static_cast<std::uint64_t>(v->get<double>());
-    } else if (v->is_number() && (!v->is_number_float() || whole(v->get<double>()))) {
-      fail(key, "must be an integer in [0, 18446744073709551615], got " + describe(*v));
-    } else {
-      fail(key, "expected an integer, got " + describe(*v));
-    }
-  }
-
-  template <class E>
-  void get_enum(const char* key, E& out, std::optional<E> (*parse)(std::string_view), const char* choices) {
-    if (auto e = read_enum(key, parse, choices)) out = *e;
-  }
-
-  // An enum that may be left out (out stays nullopt).
-  template <class E>
-  void get_enum(const char* key, std::optional<E>& out, std::optional<E> (*parse)(std::string_view),
-                const char* choices) {
-    if (auto e = read_enum(key, parse, choices)) out = e;
-  }
-
-  // A list of exactly two numbers, e.g. betas: [0.9, 0.95].
-  void get_pair(const char* key, double& first, double& second) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    if (!v->is_array() || v->size() != 2) {
-      fail(key, "expected a list of two numbers, got " + describe(*v));
-      return;
-    }
-    const std::string path = join_path(path_, key);
-    double* out[2] = {&first, &second};
-    for (std::size_t i = 0; i < 2; ++i) {
-      if ((*v)[i].is_number()) {
-        *out[i] = (*v)[i].get<double>();
-      } else {
-        issues_.fail(index_path(path, i), "expected a number, got " + describe((*v)[i]));
-      }
-    }
-  }
-
-  // An object whose values are all strings (labels, annotations); checked, then dropped.
-  void string_map(const char* key) {
-    const json* v = field(key);
-    if (v == nullptr) return;
-    const std::string path = join_path(path_, key);
-    if (!v->is_object()) {
-      issues_.fail(path, "expected an object of strings, got " + describe(*v));
-      return;
-    }
-    for (const auto& item : v->items()) {
-      if (!item.value().is_string()) {
-        issues_.fail(join_path(path, item.key()),
-                     "expected a string, got " + describe(item.value()));
-      }
-    }
-  }
-
-  // Reports every key that no getter asked for.
-  void finish() {
-    if (object_ == nullptr) return;
-    for (const auto& item : object_->items()) {
-      if (std::find(known_.begin(), known_.end(), item.key()) != known_.end()) continue;
-      std::string message = "unknown field";
-      std::string guess = suggestion(item.key(), known_);
-      if (!guess.empty()) message += " (did you mean " + guess + "?)";
-      message += "; allowed:";
-      for (std::size_t i = 0; i < known_.size(); ++i) message += (i ? ", " : " ") + known_[i];
-      issues_.fail(join_path(path_, item.key()), message);
-    }
-  }
-
- private:
-  // `key`'s value spelled as one of `choices`; nullopt when absent or (with an issue) misspelled.
-  template <class E>
-  std::optional<E> read_enum(const char* key, std::optional<E> (*parse)(std::string_view), const char* choices) {
-    const json* v = field(key);
-    if (v == nullptr) return std::nullopt;
-    std::optional<E> e;
-    if (v->is_string()) e = parse(v->get<std::string>());
-    if (!e) fail(key, std::string("must be one of ") + choices + ", got " + describe(*v));
-    return e;
-  }
-
-  static bool whole(double x) { return std::isfinite(x) && x == std::trunc(x); }
-
-  const json* field(const char* key, bool required = false) {
-    known_.emplace_back(key);
-    if (object_ == nullptr) return nullptr;
-    auto it = object_->find(key);
-    if (it == object_->end() || it->is_null()) {
-      if (required) issues_.fail(join_path(path_, key), "required");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  void fail(const char* key, std::string message) {
-    issues_.fail(join_path(path_, key), std::move(message));
-  }
-
-  Issues& issues_;
-  std::string path_;
-  const json* object_ = nullptr;
-  std::vector<std::string> known_;
-};
+namespace {
 
 void decode_metadata(Reader& root, JobSpec& out) {
   Reader m = root.object("metadata", /*required=*/true);
@@ -277,8 +84,9 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   r.get("seed", t.seed);
   {
     Reader k = r.object("tokenizer");
-    k.get_enum("kind", t.tokenizer.kind, parse_tokenizer_kind, "bytes, sentencepiece");
+    k.get_enum("kind", t.tokenizer.kind, parse_tokenizer_kind, "bytes, sentencepiece, huggingface");
     k.get("model", t.tokenizer.model);
+    k.get("file", t.tokenizer.file);
     k.finish();
   }
   {
@@ -306,26 +114,6 @@ void decode_training(Reader& spec, TrainingSpec& t) {
     s.get("minLearningRateRatio", t.schedule.min_learning_rate_ratio);
     s.finish();
   }
-  r.finish();
-}
-
-void decode_model(Reader& spec, ModelSpec& m) {
-  Reader r = spec.object("model");
-  r.get("vocabSize", m.vocab_size);
-  r.get("hiddenSize", m.hidden_size);
-  r.get("numHeads", m.num_heads);
-  r.get("layersPerStage", m.layers_per_stage);
-  r.get("sequenceLength", m.sequence_length);
-  r.get("mlpRatio", m.mlp_ratio);
-  r.get("sharedLayers", m.shared_layers);
-  r.finish();
-}
-
-void decode_pipeline(Reader& spec, JobSpec& out) {
-  Reader r = spec.object("pipeline");
-  r.get("stages", out.pipeline.stages);
-  r.get_enum("compression", out.pipeline.compression, parse_compression, "none, fp16, blockwise8");
-  r.get("blockSize", out.pipeline.block_size);
   r.finish();
 }
 
@@ -420,7 +208,7 @@ void decode_security(Reader& spec, SecuritySpec& out) {
 void decode_spec(Reader& root, JobSpec& out) {
   Reader spec = root.object("spec");
   decode_model(spec, out.model);
-  decode_pipeline(spec, out);
+  decode_pipeline(spec, out.pipeline);
   decode_averaging(spec, out.averaging);
   decode_training(spec, out.training);
   decode_workers(spec, out);
@@ -463,7 +251,8 @@ nlohmann::json training_json(const TrainingSpec& t) {
           {"maxSteps", t.max_steps},
           {"evalBatches", t.eval_batches},
           {"seed", t.seed},
-          {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
+          {"tokenizer",
+           {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}, {"file", t.tokenizer.file}}},
           {"dataset",
            {{"path", t.dataset.path},
             {"format", to_string(t.dataset.format)},
@@ -514,18 +303,8 @@ nlohmann::json secret_json(const SecretSpec& secret) {
 nlohmann::json to_json(const JobSpec& s) {
   using nlohmann::json;
   json spec = {
-      {"model",
-       {{"vocabSize", s.model.vocab_size},
-        {"hiddenSize", s.model.hidden_size},
-        {"numHeads", s.model.num_heads},
-        {"layersPerStage", s.model.layers_per_stage},
-        {"sequenceLength", s.model.sequence_length},
-        {"mlpRatio", s.model.mlp_ratio},
-        {"sharedLayers", s.model.shared_layers}}},
-      {"pipeline",
-       {{"stages", s.pipeline.stages},
-        {"compression", to_string(s.pipeline.compression)},
-        {"blockSize", s.pipeline.block_size}}},
+      {"model", detail::model_json(s.model)},
+      {"pipeline", detail::pipeline_json(s.pipeline)},
       {"averaging",
        {{"compression", to_string(s.averaging.compression)},
         {"blockSize", s.averaging.block_size},

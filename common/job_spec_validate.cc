@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/job_spec.h"
 #include "common/job_spec_internal.h"
@@ -119,18 +120,148 @@ void check_metadata(const JobSpec& s, Rules& r) {
   }
 }
 
-void check_model(const ModelSpec& m, Rules& r) {
-  r.range("spec.model.vocabSize", m.vocab_size, 2, 1000000);
-  bool hidden = r.range("spec.model.hiddenSize", m.hidden_size, 8, 65536);
-  bool heads = r.range("spec.model.numHeads", m.num_heads, 1, 256);
-  if (hidden && heads && m.hidden_size % m.num_heads != 0) {
-    r.error("spec.model.hiddenSize", "must be a multiple of spec.model.numHeads (" +
-                                         std::to_string(m.num_heads) + "), got " +
-                                         std::to_string(m.hidden_size));
+// Which of spec.model's values were checked and hold: the architecture rules look at those only,
+// so that one bad value gets one message.
+struct ModelShapeOk {
+  bool hidden = false, heads = false, head_dim = false, kv_heads = false, rope_theta = false;
+};
+
+// spec.model: the fields both architectures have.
+ModelShapeOk check_model_shape(const ModelSpec& m, Rules& r) {
+  const std::string p = "spec.model.";
+  ModelShapeOk ok;
+  r.range(p + "vocabSize", m.vocab_size, 2, 1000000);
+  ok.hidden = r.range(p + "hiddenSize", m.hidden_size, 8, 65536);
+  ok.heads = r.range(p + "numHeads", m.num_heads, 1, 256);
+  ok.head_dim = r.range(p + "headDim", m.head_dim, 0, 1024);
+  if (ok.hidden && ok.heads && ok.head_dim && m.head_dim == 0 && m.hidden_size % m.num_heads != 0) {
+    // (Unless spec.model.headDim is set: llama heads may be wider or narrower than hiddenSize / numHeads.)
+    r.error(p + "hiddenSize", "must be a multiple of spec.model.numHeads (" + std::to_string(m.num_heads) +
+                                  "), got " + std::to_string(m.hidden_size));
+    ok.hidden = false;
   }
-  r.range("spec.model.layersPerStage", m.layers_per_stage, 1, 256);
-  r.range("spec.model.sequenceLength", m.sequence_length, 2, 65536);
-  r.range("spec.model.mlpRatio", m.mlp_ratio, 1, 16);
+  r.range(p + "layersPerStage", m.layers_per_stage, 1, 256);
+  r.range(p + "sequenceLength", m.sequence_length, 2, 65536);
+  r.range(p + "mlpRatio", m.mlp_ratio, 1, 16);
+  r.range(p + "intermediateSize", m.intermediate_size, 0, 1048576);
+  ok.kv_heads = r.range(p + "numKeyValueHeads", m.num_key_value_heads, 0, 256);
+  r.number(p + "normEps", m.norm_eps, gt(0), le(0.1));
+  ok.rope_theta = r.number(p + "ropeTheta", m.rope_theta, gt(0), std::nullopt);
+  return ok;
+}
+
+// gpt2: the llama-only fields must say nothing (left out, or the value gpt2 has anyway).
+void check_gpt2(const ModelSpec& m, const ModelShapeOk& ok, Rules& r) {
+  const std::string p = "spec.model.";
+  const std::string why = " needs spec.model.architecture llama (this job's is gpt2)";
+  if (ok.kv_heads && ok.heads && m.num_key_value_heads != 0 && m.num_key_value_heads != m.num_heads) {
+    r.error(p + "numKeyValueHeads", "grouped-query attention" + why + ": leave it out, got " +
+                                        std::to_string(m.num_key_value_heads));
+  }
+  if (ok.head_dim && ok.heads && ok.hidden && m.head_dim != 0 && m.head_dim * m.num_heads != m.hidden_size) {
+    r.error(p + "headDim", "a head width other than hiddenSize / numHeads" + why + ": leave it out, got " +
+                               std::to_string(m.head_dim));
+  }
+  if (ok.rope_theta && m.rope_theta != ModelSpec{}.rope_theta) {
+    r.error(p + "ropeTheta", "rotary positions" + why + " (gpt2 learns its positions): leave it out, got " +
+                                 describe_number(m.rope_theta));
+  }
+  if (m.rope_scaling) r.error(p + "ropeScaling", "rotary scaling" + why + ": leave it out");
+  if (m.attention_bias && !*m.attention_bias) {
+    r.error(p + "attentionBias", "gpt2 blocks always have attention biases (a block without" + why + "), got false");
+  }
+  if (m.mlp_bias && !*m.mlp_bias) {
+    r.error(p + "mlpBias", "gpt2 blocks always have MLP biases (a block without" + why + "), got false");
+  }
+  if (m.init) {
+    r.error(p + "init", "importing a Hugging Face checkpoint" + why + " (Llama-family checkpoints), got from " +
+                            quote(m.init->from));
+  }
+}
+
+void check_llama(const ModelSpec& m, const ModelShapeOk& ok, Rules& r) {
+  const std::string p = "spec.model.";
+  if (r.ok(p + "sharedLayers") && m.shared_layers) {
+    r.error(p + "sharedLayers", "ALBERT-style sharing needs spec.model.architecture gpt2 (this job's is llama), got true");
+  }
+  if (ok.heads && ok.kv_heads && m.num_key_value_heads > 0 && m.num_heads % m.num_key_value_heads != 0) {
+    r.error(p + "numKeyValueHeads", "must divide spec.model.numHeads (" + std::to_string(m.num_heads) + "), got " +
+                                        std::to_string(m.num_key_value_heads));
+  }
+  if (ok.head_dim && m.head_dim % 2 != 0) {
+    r.error(p + "headDim", "must be even (rotary embeddings turn pairs of values), got " + std::to_string(m.head_dim));
+  } else if (ok.head_dim && m.head_dim == 0 && ok.hidden && ok.heads && (m.hidden_size / m.num_heads) % 2 != 0) {
+    r.error(p + "headDim", "left out, it is hiddenSize / numHeads = " + std::to_string(m.hidden_size / m.num_heads) +
+                               ", which must be even (rotary embeddings turn pairs of values): set an even headDim");
+  }
+  if (m.rope_scaling) {
+    const RopeScalingSpec& s = *m.rope_scaling;
+    const std::string q = p + "ropeScaling.";
+    r.number(q + "factor", s.factor, ge(1), le(1024));
+    bool low = r.number(q + "lowFreqFactor", s.low_freq_factor, gt(0), std::nullopt);
+    bool high = r.number(q + "highFreqFactor", s.high_freq_factor, gt(0), std::nullopt);
+    if (low && high && s.high_freq_factor <= s.low_freq_factor) {
+      r.error(q + "highFreqFactor", "must be > spec.model.ropeScaling.lowFreqFactor (" +
+                                        describe_number(s.low_freq_factor) + "), got " +
+                                        describe_number(s.high_freq_factor));
+    }
+    r.range(q + "originalMaxPositionEmbeddings", s.original_max_position_embeddings, 1, 1 << 24);
+  }
+  if (m.init && r.non_empty(p + "init.from", m.init->from) && m.init->from.rfind("s3://", 0) == 0) {
+    if (auto why = s3_url_problem(m.init->from)) r.error(p + "init.from", *why);
+  }
+}
+
+// spec.pipeline.layersPerStage against spec.pipeline.stages and spec.model.layersPerStage.
+void check_stage_layers(const JobSpec& s, Rules& r, bool stages_ok) {
+  const std::vector<std::int64_t>& list = s.pipeline.layers_per_stage;
+  const std::string p = "spec.pipeline.layersPerStage";
+  if (list.empty() || !r.ok(p)) return;
+  for (std::size_t i = 0; i < list.size(); ++i) r.range(p + "[" + std::to_string(i) + "]", list[i], 1, 256);
+  if (stages_ok && static_cast<std::int64_t>(list.size()) != s.pipeline.stages) {
+    r.error(p, "needs one count per stage (spec.pipeline.stages is " + std::to_string(s.pipeline.stages) + "), got " +
+                   std::to_string(list.size()));
+  }
+  if (r.ok("spec.model.layersPerStage") && s.model.layers_per_stage != ModelSpec{}.layers_per_stage) {
+    r.error("spec.model.layersPerStage", "must be left out when spec.pipeline.layersPerStage gives each stage's "
+                                         "layers, got " + std::to_string(s.model.layers_per_stage));
+  }
+}
+
+void check_model(const JobSpec& s, Rules& r) {
+  const ModelShapeOk ok = check_model_shape(s.model, r);
+  if (s.model.architecture == Architecture::Llama) {
+    check_llama(s.model, ok, r);
+  } else {
+    check_gpt2(s.model, ok, r);
+  }
+}
+
+// spec.training.tokenizer: each kind's file field, and only its own; a huggingface tokenizer's text is
+// pre-tokenised (scripts/hf_tokenize.py), so its dataset cannot be read as text.
+void check_tokenizer(const TrainingSpec& t, Rules& r) {
+  const std::string p = "spec.training.tokenizer.";
+  const TokenizerSpec& k = t.tokenizer;
+  const std::string kind = to_string(k.kind);
+  if (k.kind == TokenizerKind::SentencePiece) {
+    if (r.ok(p + "model") && k.model.empty())
+      r.error(p + "model",
+              "is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece .model file), got \"\"");
+  } else if (!k.model.empty()) {
+    r.error(p + "model", "is only for kind sentencepiece (kind is " + kind + "), got \"" + k.model + "\"");
+  }
+  if (k.kind == TokenizerKind::HuggingFace) {
+    if (r.ok(p + "file") && k.file.empty())
+      r.error(p + "file", "is required with spec.training.tokenizer.kind huggingface (the tokenizer.json), got \"\"");
+    const DatasetFormat f = t.dataset.format;
+    if (r.ok("spec.training.dataset.format") && (f == DatasetFormat::Text || f == DatasetFormat::Jsonl))
+      r.error("spec.training.dataset.format",
+              std::string("must be tokens or auto with spec.training.tokenizer.kind huggingface (its text is "
+                          "pre-tokenised by scripts/hf_tokenize.py into token files), got ") +
+                  quote(to_string(f)));
+  } else if (!k.file.empty()) {
+    r.error(p + "file", "is only for kind huggingface (kind is " + kind + "), got \"" + k.file + "\"");
+  }
 }
 
 void check_training(const TrainingSpec& t, Rules& r) {
@@ -156,13 +287,7 @@ void check_training(const TrainingSpec& t, Rules& r) {
             "is 0 (nothing held out) while spec.training.evalBatches is " + std::to_string(t.eval_batches) +
                 ": set evalBatches to 0 or hold out a fraction, got 0");
   }
-  if (t.tokenizer.kind == TokenizerKind::SentencePiece) {
-    if (r.ok(p + "tokenizer.model") && t.tokenizer.model.empty())
-      r.error(p + "tokenizer.model",
-              "is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece .model file), got \"\"");
-  } else if (!t.tokenizer.model.empty()) {
-    r.error(p + "tokenizer.model", "is only for kind sentencepiece (kind is bytes), got \"" + t.tokenizer.model + "\"");
-  }
+  check_tokenizer(t, r);
 
   const std::string o = p + "optimizer.";
   r.number(o + "learningRate", t.optimizer.learning_rate, gt(0), le(10));
@@ -292,8 +417,8 @@ void check_elasticity(const JobSpec& s, Rules& r) {
 void validate_job_spec(const JobSpec& spec, Issues& issues) {
   Rules r(issues);
   check_metadata(spec, r);
-  check_model(spec.model, r);
-  r.range("spec.pipeline.stages", spec.pipeline.stages, 2, 64);
+  check_model(spec, r);
+  check_stage_layers(spec, r, r.range("spec.pipeline.stages", spec.pipeline.stages, 2, 64));
   r.range("spec.pipeline.blockSize", spec.pipeline.block_size, 16, 65535);
   r.range("spec.averaging.blockSize", spec.averaging.block_size, 16, 65535);
   r.range("spec.averaging.maxHandoffLagSteps", spec.averaging.max_handoff_lag_steps, 0, 64);

@@ -16,15 +16,28 @@ go_log=$(mktemp /tmp/swarm-go-build.XXXXXX.log)
   bash scripts/build-minio.sh ) \
   >"$go_log" 2>&1 &
 go_pid=$!
-trap 'kill "$go_pid" 2>/dev/null || true' EXIT
+# The Python the Hugging Face checks load the project's imports and exports with (transformers,
+# safetensors, tokenizers, gguf; scripts/install-python.sh): a download, beside the builds.
+py_log=$(mktemp /tmp/swarm-python.XXXXXX.log)
+bash scripts/install-python.sh >"$py_log.out" 2>"$py_log" &
+py_pid=$!
+trap 'kill "$go_pid" "$py_pid" 2>/dev/null || true' EXIT
 bash scripts/build.sh
 if ! wait "$go_pid"; then
   tail -n 40 "$go_log" >&2
   echo "scripts/test.sh: building the Go test binaries failed (log: $go_log)" >&2
   exit 1
 fi
+if ! wait "$py_pid"; then
+  tail -n 40 "$py_log" >&2
+  echo "scripts/test.sh: installing the tests' Python failed (log: $py_log)" >&2
+  exit 1
+fi
 trap - EXIT
-rm -f "$go_log"
+# Tests that check against transformers find its python here, and fail (never skip) without it.
+SWARM_PYTHON=$(tail -n 1 "$py_log.out")
+export SWARM_PYTHON SWARM_REQUIRE_PYTHON=1
+rm -f "$go_log" "$py_log" "$py_log.out"
 cd build
 # A test that fails is run once more (ctest --rerun-failed). One that then passes is printed as
 # "FLAKY: <test>": the run still passes, so one flake does not reject a whole submission, but each

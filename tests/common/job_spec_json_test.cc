@@ -32,7 +32,9 @@ JobSpec everything_changed() {
   JobSpec s;
   s.name = "big-run";
   s.namespace_ = "research";
-  s.model = {50257, 1024, 16, 6, 1024, 8, true};
+  s.model = {Architecture::Gpt2, 50257, 1024, 16, 6, 1024, 8, true};
+  s.model.intermediate_size = 3000;
+  s.model.norm_eps = 1e-6;
   s.pipeline = {8, Compression::Blockwise8};
   s.training.global_batch = 512;
   s.training.microbatch = 16;

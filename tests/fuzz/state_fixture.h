@@ -26,10 +26,10 @@ inline model::ModelConfig tiny_state_config() {
   c.vocab_size = 4;
   c.hidden_size = 8;
   c.num_heads = 2;
-  c.layers_per_stage = 1;
   c.sequence_length = 4;
-  c.mlp_ratio = 1;
   c.num_stages = 2;
+  c.set_uniform_layers(1);
+  c.gpt2.intermediate_size = c.hidden_size;
   return c;
 }
 inline constexpr int64_t kStateStage = 1;  // the last stage: a block and the LM head

@@ -30,11 +30,52 @@ TEST(Device, PickDevice) {
 TEST(Config, ValidateAndDescribe) {
   ModelConfig c;
   EXPECT_NO_THROW(validate(c));
-  EXPECT_EQ(describe(c), "vocab=256 hidden=192 heads=6 layers/stage=2 seq=128 mlp=4 stages=2 shared=0");
+  EXPECT_EQ(describe(c), "gpt2 vocab=256 hidden=192 heads=6 layers=[2,2] seq=128 mlp=768 shared=0");
+  EXPECT_EQ(c.total_layers(), 4);
   c.num_heads = 5;
   EXPECT_THROW(validate(c), std::invalid_argument);
   c = ModelConfig{};
   c.num_stages = 0;
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  c = ModelConfig{};
+  c.stage_layers = {2, 2, 2};  // three counts for two stages
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  c.stage_layers = {1, 0};
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  // Uneven stages keep global layer indices.
+  c.num_stages = 3;
+  c.stage_layers = {1, 3, 2};
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(c.first_layer(0), 0);
+  EXPECT_EQ(c.first_layer(1), 1);
+  EXPECT_EQ(c.first_layer(2), 4);
+  EXPECT_EQ(c.total_layers(), 6);
+}
+
+TEST(Config, LlamaRules) {
+  ModelConfig c;
+  c.architecture = Architecture::Llama;
+  c.hidden_size = 96;
+  c.num_heads = 6;
+  c.llama.num_kv_heads = 2;
+  c.llama.head_dim = 20;  // 6 x 20 = 120 != 96: an explicit head width is fine for llama
+  EXPECT_NO_THROW(validate(c));
+  EXPECT_EQ(c.head_dim(), 20);
+  EXPECT_EQ(c.kv_heads(), 2);
+  EXPECT_EQ(describe(c), "llama vocab=256 hidden=96 heads=6 layers=[2,2] seq=128 kv_heads=2 head_dim=20 mlp=512 "
+                         "eps=1e-05 theta=10000 bias=00");
+  c.llama.num_kv_heads = 4;  // 6 heads cannot be grouped in 4
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  c.llama.num_kv_heads = 3;
+  c.llama.head_dim = 21;  // rotary pairs need an even width
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  c.llama.head_dim = 16;
+  c.llama.rope_scaling.factor = 8;
+  c.llama.rope_scaling.high_freq_factor = 0.5;  // below low_freq_factor
+  EXPECT_THROW(validate(c), std::invalid_argument);
+  c.llama.rope_scaling.high_freq_factor = 4;
+  EXPECT_NO_THROW(validate(c));
+  c.gpt2.shared_layers = true;  // sharing is gpt2's
   EXPECT_THROW(validate(c), std::invalid_argument);
 }
 

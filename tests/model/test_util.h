@@ -12,11 +12,11 @@ inline ModelConfig tiny_config(int64_t stages = 3, bool shared = false) {
   c.vocab_size = 64;
   c.hidden_size = 32;
   c.num_heads = 4;
-  c.layers_per_stage = 2;
   c.sequence_length = 16;
-  c.mlp_ratio = 4;
   c.num_stages = stages;
-  c.shared_layers = shared;
+  c.set_uniform_layers(2);
+  c.gpt2.intermediate_size = 4 * c.hidden_size;
+  c.gpt2.shared_layers = shared;
   return c;
 }
 

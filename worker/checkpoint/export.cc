@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include "worker/model/state.h"
 #include "common/s3_url.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/checkpoint/object_store.h"
 #include "worker/runtime/job_model.h"
 #include "worker/checkpoint/safetensors.h"
@@ -30,8 +32,51 @@ std::string global_name(const model::ModelConfig& c, int64_t s, const std::strin
   if (local.rfind("block", 0) != 0) return local;
   const size_t dot = local.find('.');
   const int64_t j = std::stoll(local.substr(5, dot - 5));
-  const int64_t g = c.shared_layers ? s : s * c.layers_per_stage + j;
+  const int64_t g = c.gpt2.shared_layers ? s : c.first_layer(s) + j;
   return "blocks." + std::to_string(g) + local.substr(dot);
+}
+
+// What model_config_json wrote (and, without "model_type", what exports before architectures
+// wrote: gpt2 with layers_per_stage and mlp_ratio).
+model::ModelConfig config_from_json(const nlohmann::json& j) {
+  model::ModelConfig c;
+  c.vocab_size = j.at("vocab_size").get<int64_t>();
+  c.hidden_size = j.at("hidden_size").get<int64_t>();
+  c.num_heads = j.at("num_heads").get<int64_t>();
+  c.num_stages = j.at("num_stages").get<int64_t>();
+  c.sequence_length = j.at("sequence_length").get<int64_t>();
+  if (j.contains("stage_layers")) {
+    c.stage_layers = j.at("stage_layers").get<std::vector<int64_t>>();
+  } else {
+    c.set_uniform_layers(j.at("layers_per_stage").get<int64_t>());
+  }
+  const std::string type = j.value("model_type", "gpt2");
+  if (type == "llama") {
+    c.architecture = model::Architecture::Llama;
+    auto& l = c.llama;
+    l.intermediate_size = j.at("intermediate_size").get<int64_t>();
+    l.num_kv_heads = j.at("num_key_value_heads").get<int64_t>();
+    l.head_dim = j.at("head_dim").get<int64_t>();
+    l.rms_norm_eps = j.at("rms_norm_eps").get<double>();
+    l.rope_theta = j.at("rope_theta").get<double>();
+    if (j.contains("rope_scaling")) {
+      const auto& r = j.at("rope_scaling");
+      l.rope_scaling.factor = r.at("factor").get<double>();
+      l.rope_scaling.low_freq_factor = r.at("low_freq_factor").get<double>();
+      l.rope_scaling.high_freq_factor = r.at("high_freq_factor").get<double>();
+      l.rope_scaling.original_max_position_embeddings = r.at("original_max_position_embeddings").get<int64_t>();
+    }
+    l.attention_bias = j.at("attention_bias").get<bool>();
+    l.mlp_bias = j.at("mlp_bias").get<bool>();
+  } else if (type == "gpt2") {
+    c.gpt2.intermediate_size = j.contains("intermediate_size") ? j.at("intermediate_size").get<int64_t>()
+                                                               : j.at("mlp_ratio").get<int64_t>() * c.hidden_size;
+    c.gpt2.shared_layers = j.at("shared_layers").get<bool>();
+    c.gpt2.layer_norm_eps = j.value("layer_norm_eps", 1e-5);
+  } else {
+    throw std::runtime_error("model_type \"" + type + "\" is neither gpt2 nor llama");
+  }
+  return c;
 }
 
 // The newest step every stage has a checkpoint of.
@@ -62,21 +107,49 @@ int64_t common_step(const CheckpointLocation& where, int stages) {
 
 nlohmann::json model_config_json(const JobSpec& spec, int64_t step) {
   const auto c = model_config(spec);
-  return {{"architecture", "swarm-operator decoder-only transformer (worker/checkpoint/export.h)"},
-          {"vocab_size", c.vocab_size},
-          {"hidden_size", c.hidden_size},
-          {"num_heads", c.num_heads},
-          {"num_layers", c.total_layers()},
-          {"num_stages", c.num_stages},
-          {"layers_per_stage", c.layers_per_stage},
-          {"shared_layers", c.shared_layers},
-          {"sequence_length", c.sequence_length},
-          {"mlp_ratio", c.mlp_ratio},
-          {"layer_norm_eps", 1e-5},
-          {"activation", "gelu"},
-          {"tokenizer",
-           {{"kind", to_string(spec.training.tokenizer.kind)}, {"model", spec.training.tokenizer.model}}},
-          {"step", step}};
+  nlohmann::json j = {{"architecture", "swarm-operator decoder-only transformer (worker/checkpoint/export.h)"},
+                      {"model_type", model::architecture_name(c.architecture)},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.hidden_size},
+                      {"num_heads", c.num_heads},
+                      {"num_layers", c.total_layers()},
+                      {"num_stages", c.num_stages},
+                      {"stage_layers", c.stage_layers},
+                      {"sequence_length", c.sequence_length},
+                      {"intermediate_size", c.intermediate_size()},
+                      {"tokenizer",
+                       {{"kind", to_string(spec.training.tokenizer.kind)},
+                        {"model", spec.training.tokenizer.model},
+                        {"file", spec.training.tokenizer.file}}},
+                      {"step", step}};
+  if (c.is_llama()) {
+    const auto& l = c.llama;
+    j["num_key_value_heads"] = l.num_kv_heads;
+    j["head_dim"] = l.head_dim;
+    j["rms_norm_eps"] = l.rms_norm_eps;
+    j["rope_theta"] = l.rope_theta;
+    if (l.rope_scaling.enabled()) {
+      j["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", l.rope_scaling.factor},
+                           {"low_freq_factor", l.rope_scaling.low_freq_factor},
+                           {"high_freq_factor", l.rope_scaling.high_freq_factor},
+                           {"original_max_position_embeddings", l.rope_scaling.original_max_position_embeddings}};
+    }
+    j["attention_bias"] = l.attention_bias;
+    j["mlp_bias"] = l.mlp_bias;
+    j["activation"] = "silu";
+  } else {
+    // gpt2 with the same layers on every stage also keeps the keys exports had before
+    // architectures (layers_per_stage, mlp_ratio), for readers of those.
+    const bool uniform = std::all_of(c.stage_layers.begin(), c.stage_layers.end(),
+                                     [&](int64_t n) { return n == c.stage_layers.front(); });
+    if (uniform) j["layers_per_stage"] = c.stage_layers.front();
+    if (c.gpt2.intermediate_size % c.hidden_size == 0) j["mlp_ratio"] = c.gpt2.intermediate_size / c.hidden_size;
+    j["shared_layers"] = c.gpt2.shared_layers;
+    j["layer_norm_eps"] = c.gpt2.layer_norm_eps;
+    j["activation"] = "gelu";
+  }
+  return j;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> exported_tensors(
@@ -170,7 +243,10 @@ ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, 
 ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
   const auto config = model_config(spec);
   std::vector<std::shared_ptr<model::StageModel>> models;
-  for (int64_t s = 0; s < config.num_stages; ++s) models.push_back(model::make_stage(config, s, stage_seed(spec)));
+  for (int64_t s = 0; s < config.num_stages; ++s) {
+    models.push_back(model::make_stage(config, s, stage_seed(spec)));
+    load_model_init(spec, *models.back());  // spec.model.init: the checkpoint's tensors are the initial ones
+  }
   return write_export(spec, models, 0, out_path, spec.checkpoint.s3);
 }
 
@@ -247,14 +323,7 @@ ExportedModel load_exported(const std::string& path, const CheckpointS3Spec& s3)
   if (!m.config_json.is_object()) throw std::runtime_error("model " + path + ": swarm.config is not a JSON object");
   try {
     const auto& j = m.config_json;
-    m.config.vocab_size = j.at("vocab_size").get<int64_t>();
-    m.config.hidden_size = j.at("hidden_size").get<int64_t>();
-    m.config.num_heads = j.at("num_heads").get<int64_t>();
-    m.config.layers_per_stage = j.at("layers_per_stage").get<int64_t>();
-    m.config.num_stages = j.at("num_stages").get<int64_t>();
-    m.config.sequence_length = j.at("sequence_length").get<int64_t>();
-    m.config.mlp_ratio = j.at("mlp_ratio").get<int64_t>();
-    m.config.shared_layers = j.at("shared_layers").get<bool>();
+    m.config = config_from_json(j);
     m.step = j.value("step", int64_t{0});
     model::validate(m.config);
   } catch (const std::exception& e) {

@@ -1,19 +1,20 @@
 // The trained model out of the swarm, and back in for evaluation and sampling.
 //
 // export_model gathers the newest step that every stage has an (authenticated) checkpoint of into
-// one safetensors file (safetensors.h) and writes a config.json beside it. Tensor names, with
-// H = hiddenSize, M = H * mlpRatio, V = vocabSize, T = sequenceLength, float32:
+// one safetensors file (safetensors.h) and writes a config.json beside it ("model_type": gpt2 or
+// llama, the shape, "stage_layers": the layers of each stage). Tensor names: the stages' own
+// (worker/model/arch_table.h) with "block<g>." written "blocks.<g>." (g the layer's global index;
+// with sharedLayers one block per stage, g = stage, applied to each of the stage's layers), float32.
+// gpt2, with H = hiddenSize, M = the MLP width, V = vocabSize, T = sequenceLength:
 //   embed.tokens [V, H], embed.positions [T, H]
 //   blocks.<g>.{ln1_weight, ln1_bias [H], qkv_weight [3H, H], qkv_bias [3H], proj_weight [H, H],
 //               proj_bias [H], ln2_weight, ln2_bias [H], fc1_weight [M, H], fc1_bias [M],
 //               fc2_weight [H, M], fc2_bias [H]}
-//        g = stage * layersPerStage + j for block j of a stage; with sharedLayers one block per
-//        stage (g = stage), applied layersPerStage times
 //   head.ln_weight, head.ln_bias [H], head.weight [V, H]
-// The forward pass (what config.json's "architecture" names): x = embed.tokens[ids] +
-// embed.positions[:T]; per block, pre-LayerNorm (eps 1e-5) causal self-attention (qkv split as
-// [q | k | v], heads of H / numHeads, scores scaled by 1/sqrt(head size)) added to x, then
-// LayerNorm, fc1, exact (erf) GELU, fc2 added to x; then head LayerNorm and logits = h head.weight^T.
+// The gpt2 forward pass: x = embed.tokens[ids] + embed.positions[:T]; per block, pre-LayerNorm
+// (eps normEps, 1e-5 by default) causal self-attention (qkv split as [q | k | v], heads of
+// H / numHeads, scores scaled by 1/sqrt(head size)) added to x, then LayerNorm, fc1, exact (erf)
+// GELU, fc2 added to x; then head LayerNorm and logits = h head.weight^T. llama: worker/model/llama.h.
 // The file's metadata holds the same config.json text ("swarm.config") and the step.
 #pragma once
 

@@ -26,9 +26,10 @@ void copy_module(const torch::nn::Module& from, torch::nn::Module& to) {
 
 TransformerLM::TransformerLM(const ModelConfig& config, uint64_t seed) : config_(config) {
   validate(config);
+  if (config.is_llama()) throw std::invalid_argument("TransformerLM: architecture llama is not built yet");
   embed_ = register_module("embed", std::make_shared<EmbeddingLayer>(config));
   for (int64_t s = 0; s < config.num_stages; ++s) {
-    const int64_t per_stage = config.shared_layers ? 1 : config.layers_per_stage;
+    const int64_t per_stage = config.gpt2.shared_layers ? 1 : config.layers_in(s);
     for (int64_t j = 0; j < per_stage; ++j) {
       blocks_.push_back(register_module(global_block_name(config, s, j),
                                         std::make_shared<TransformerBlock>(config)));
@@ -39,14 +40,14 @@ TransformerLM::TransformerLM(const ModelConfig& config, uint64_t seed) : config_
 }
 
 const std::shared_ptr<TransformerBlock>& TransformerLM::block_at(int64_t stage, int64_t j) const {
-  if (config_.shared_layers) return blocks_.at(static_cast<size_t>(stage));
-  return blocks_.at(static_cast<size_t>(stage * config_.layers_per_stage + j));
+  if (config_.gpt2.shared_layers) return blocks_.at(static_cast<size_t>(stage));
+  return blocks_.at(static_cast<size_t>(config_.first_layer(stage) + j));
 }
 
 void TransformerLM::reset_parameters(uint64_t seed) {
   embed_->reset_parameters(seed);
   for (int64_t s = 0; s < config_.num_stages; ++s) {
-    const int64_t per_stage = config_.shared_layers ? 1 : config_.layers_per_stage;
+    const int64_t per_stage = config_.gpt2.shared_layers ? 1 : config_.layers_in(s);
     for (int64_t j = 0; j < per_stage; ++j) {
       block_at(s, j)->reset_parameters(seed, global_block_name(config_, s, j));
     }
@@ -62,7 +63,7 @@ torch::Tensor TransformerLM::forward(const torch::Tensor& tokens) {
   }
   auto x = embed_->forward(tokens.to(embed_->tokens.device()));
   for (int64_t s = 0; s < config_.num_stages; ++s) {
-    for (int64_t j = 0; j < config_.layers_per_stage; ++j) x = block_at(s, j)->forward(x);
+    for (int64_t j = 0; j < config_.layers_in(s); ++j) x = block_at(s, j)->forward(x);
   }
   return head_->forward(x);
 }

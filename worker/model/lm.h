@@ -40,7 +40,7 @@ class TransformerLM : public torch::nn::Module {
  private:
   ModelConfig config_;
   std::shared_ptr<EmbeddingLayer> embed_;
-  // num_stages*layers_per_stage blocks ("block<g>"), or num_stages ("shared_block<s>").
+  // total_layers() blocks ("block<g>"), or num_stages ("shared_block<s>").
   std::vector<std::shared_ptr<TransformerBlock>> blocks_;
   std::shared_ptr<OutputHead> head_;
 };

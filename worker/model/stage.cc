@@ -24,7 +24,10 @@ StageModel::StageModel(const ModelConfig& config, int64_t stage_index, uint64_t 
                                 " outside [0, " + std::to_string(config.num_stages) + ")");
   }
   if (is_first()) embed_ = register_module("embed", std::make_shared<EmbeddingLayer>(config));
-  const int64_t n_blocks = config.shared_layers ? 1 : config.layers_per_stage;
+  if (config.is_llama()) {
+    throw std::invalid_argument("StageModel: architecture llama is not built yet (worker/model/llama.h)");
+  }
+  const int64_t n_blocks = config.gpt2.shared_layers ? 1 : config.layers_in(stage_index);
   for (int64_t j = 0; j < n_blocks; ++j) {
     blocks_.push_back(
         register_module("block" + std::to_string(j), std::make_shared<TransformerBlock>(config)));
@@ -81,8 +84,8 @@ torch::Tensor StageModel::forward(const torch::Tensor& input) {
     }
     x = input.to(ref.device(), ref.scalar_type());
   }
-  for (int64_t j = 0; j < config_.layers_per_stage; ++j) {
-    x = blocks_[config_.shared_layers ? 0 : j]->forward(x);
+  for (int64_t j = 0; j < config_.layers_in(stage_index_); ++j) {
+    x = blocks_[config_.gpt2.shared_layers ? 0 : j]->forward(x);
   }
   if (head_) x = head_->forward(x);
   return x;

@@ -40,8 +40,8 @@ class StageModel : public torch::nn::Module {
   int64_t stage_index() const { return stage_index_; }
   const ModelConfig& config() const { return config_; }
 
-  // Submodules (null where the stage has none). blocks() has layers_per_stage entries, or one
-  // entry when shared_layers (applied layers_per_stage times).
+  // Submodules (null where the stage has none). blocks() has layers_in(stage) entries, or one
+  // entry when gpt2.shared_layers (applied layers_in(stage) times).
   const std::shared_ptr<EmbeddingLayer>& embedding() const { return embed_; }
   const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
   const std::shared_ptr<OutputHead>& head() const { return head_; }

@@ -13,7 +13,8 @@ namespace swarm::model {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'W', 'M', 'S', 'T', 'A', 'T', 'E'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;        // written
+constexpr uint32_t kOldestVersion = 1;  // still read (gpt2 blobs from before architectures)
 constexpr int kMaxDims = 8;
 
 // Fast non-cryptographic 64-bit hash, 8 bytes at a time.
@@ -146,21 +147,75 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// Version 2's config: u8 architecture | i64 vocab, hidden, heads, sequence, stages | u32 n |
+// n x i64 layers of each stage | the architecture's parameters (put_gpt2 / put_llama).
 void put_config(Writer& w, const ModelConfig& c) {
-  for (int64_t v : {c.vocab_size, c.hidden_size, c.num_heads, c.layers_per_stage,
-                    c.sequence_length, c.mlp_ratio, c.num_stages}) {
-    w.put<int64_t>(v);
+  w.put<uint8_t>(static_cast<uint8_t>(c.architecture));
+  for (int64_t v : {c.vocab_size, c.hidden_size, c.num_heads, c.sequence_length, c.num_stages}) w.put<int64_t>(v);
+  w.put<uint32_t>(static_cast<uint32_t>(c.stage_layers.size()));
+  for (int64_t v : c.stage_layers) w.put<int64_t>(v);
+  if (c.is_llama()) {
+    const LlamaParams& l = c.llama;
+    for (int64_t v : {l.intermediate_size, l.num_kv_heads, l.head_dim}) w.put<int64_t>(v);
+    for (double v : {l.rms_norm_eps, l.rope_theta, l.rope_scaling.factor, l.rope_scaling.low_freq_factor,
+                     l.rope_scaling.high_freq_factor}) {
+      w.put<double>(v);
+    }
+    w.put<int64_t>(l.rope_scaling.original_max_position_embeddings);
+    w.put<uint8_t>(l.attention_bias ? 1 : 0);
+    w.put<uint8_t>(l.mlp_bias ? 1 : 0);
+  } else {
+    w.put<int64_t>(c.gpt2.intermediate_size);
+    w.put<uint8_t>(c.gpt2.shared_layers ? 1 : 0);
+    w.put<double>(c.gpt2.layer_norm_eps);
   }
-  w.put<uint8_t>(c.shared_layers ? 1 : 0);
 }
 
 ModelConfig get_config(Reader& r) {
   ModelConfig c;
-  for (int64_t* f : {&c.vocab_size, &c.hidden_size, &c.num_heads, &c.layers_per_stage,
-                     &c.sequence_length, &c.mlp_ratio, &c.num_stages}) {
+  const int arch = r.get<uint8_t>("config");
+  if (arch != static_cast<int>(Architecture::Gpt2) && arch != static_cast<int>(Architecture::Llama)) {
+    Reader::fail("unknown architecture " + std::to_string(arch) + " in the state's config");
+  }
+  c.architecture = static_cast<Architecture>(arch);
+  for (int64_t* f : {&c.vocab_size, &c.hidden_size, &c.num_heads, &c.sequence_length, &c.num_stages}) {
     *f = r.get<int64_t>("config");
   }
-  c.shared_layers = r.get<uint8_t>("config") != 0;
+  const uint32_t n = r.get<uint32_t>("config");
+  if (n > 4096) Reader::fail("config with " + std::to_string(n) + " stages");
+  c.stage_layers.assign(n, 0);
+  for (int64_t& v : c.stage_layers) v = r.get<int64_t>("config");
+  if (c.is_llama()) {
+    LlamaParams& l = c.llama;
+    for (int64_t* f : {&l.intermediate_size, &l.num_kv_heads, &l.head_dim}) *f = r.get<int64_t>("config");
+    for (double* f : {&l.rms_norm_eps, &l.rope_theta, &l.rope_scaling.factor, &l.rope_scaling.low_freq_factor,
+                      &l.rope_scaling.high_freq_factor}) {
+      *f = r.get<double>("config");
+    }
+    l.rope_scaling.original_max_position_embeddings = r.get<int64_t>("config");
+    l.attention_bias = r.get<uint8_t>("config") != 0;
+    l.mlp_bias = r.get<uint8_t>("config") != 0;
+  } else {
+    c.gpt2.intermediate_size = r.get<int64_t>("config");
+    c.gpt2.shared_layers = r.get<uint8_t>("config") != 0;
+    c.gpt2.layer_norm_eps = r.get<double>("config");
+  }
+  return c;
+}
+
+// Version 1 (before architectures): a gpt2 model with the same layers on every stage,
+// 7 x i64 (vocab, hidden, heads, layers per stage, sequence, mlp ratio, stages) | u8 shared.
+ModelConfig get_config_v1(Reader& r) {
+  ModelConfig c;
+  int64_t per_stage = 0, mlp_ratio = 0;
+  for (int64_t* f : {&c.vocab_size, &c.hidden_size, &c.num_heads, &per_stage, &c.sequence_length, &mlp_ratio,
+                     &c.num_stages}) {
+    *f = r.get<int64_t>("config");
+  }
+  c.gpt2.shared_layers = r.get<uint8_t>("config") != 0;
+  c.gpt2.intermediate_size = mlp_ratio * c.hidden_size;
+  if (c.num_stages < 0 || c.num_stages > 4096) Reader::fail("config with " + std::to_string(c.num_stages) + " stages");
+  c.set_uniform_layers(per_stage);
   return c;
 }
 
@@ -208,11 +263,11 @@ void load_state(const std::string& bytes, StageModel& model, StageOptimizer& opt
   Reader r(bytes);
   r.get<uint64_t>("magic");
   const auto version = r.get<uint32_t>("version");
-  if (version != kVersion) {
-    Reader::fail("state version " + std::to_string(version) + ", this build reads version " +
-                 std::to_string(kVersion));
+  if (version < kOldestVersion || version > kVersion) {
+    Reader::fail("state version " + std::to_string(version) + ", this build reads versions " +
+                 std::to_string(kOldestVersion) + " to " + std::to_string(kVersion));
   }
-  const ModelConfig cfg = get_config(r);
+  const ModelConfig cfg = version == 1 ? get_config_v1(r) : get_config(r);
   const int64_t stage = r.get<int64_t>("stage");
   if (cfg != model.config() || stage != model.stage_index()) {
     Reader::fail("state is for stage " + std::to_string(stage) + " of model {" + describe(cfg) +

@@ -2,12 +2,13 @@
 //
 // save_state/load_state: a joining peer downloads the parameters AND the optimizer state of a
 // live peer of its stage. The blob is self-describing and checked:
-//   "SWMSTATE" u32 version | ModelConfig (7 x i64, u8 shared) | i64 stage | u8 optimizer kind |
+//   "SWMSTATE" u32 version | ModelConfig (state.cc: put_config) | i64 stage | u8 optimizer kind |
 //   i64 step_count | i64 moment_steps | u32 n | n x { name, param, exp_avg, exp_avg_sq } |
 //   u64 checksum of everything before it
 // with each tensor as u8 dtype, u8 ndim, i64 dims[ndim], u64 nbytes, raw bytes (host order,
 // little-endian on every supported machine). Loading validates everything before touching the
-// model, so a rejected blob leaves model and optimizer unchanged.
+// model, so a rejected blob leaves model and optimizer unchanged. Version 2 is written; version 1
+// (gpt2 only, the same layers on every stage) is still read.
 #pragma once
 
 #include <ATen/core/Tensor.h>

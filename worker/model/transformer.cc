@@ -13,7 +13,6 @@ namespace swarm::model {
 namespace {
 
 constexpr double kInitStd = 0.02;
-constexpr double kLayerNormEps = 1e-5;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
@@ -111,7 +110,7 @@ torch::Tensor EmbeddingLayer::forward(const torch::Tensor& ids) {
 // ---- TransformerBlock ----
 
 TransformerBlock::TransformerBlock(const ModelConfig& config) : config_(config) {
-  const int64_t H = config.hidden_size, M = config.hidden_size * config.mlp_ratio;
+  const int64_t H = config.hidden_size, M = config.gpt2.intermediate_size;
   ln1_weight = register_parameter("ln1_weight", torch::zeros({H}));
   ln1_bias = register_parameter("ln1_bias", torch::zeros({H}));
   qkv_weight = register_parameter("qkv_weight", torch::zeros({3 * H, H}));
@@ -145,11 +144,12 @@ void TransformerBlock::reset_parameters(uint64_t seed, const std::string& g) {
 
 torch::Tensor TransformerBlock::forward(const torch::Tensor& x) {
   const int64_t H = config_.hidden_size;
-  auto h = torch::layer_norm(x, {H}, ln1_weight, ln1_bias, kLayerNormEps);
+  const double eps = config_.gpt2.layer_norm_eps;
+  auto h = torch::layer_norm(x, {H}, ln1_weight, ln1_bias, eps);
   auto qkv = torch::linear(h, qkv_weight, qkv_bias);
   auto attn = causal_self_attention(qkv, config_.num_heads);
   auto y = x + torch::linear(attn, proj_weight, proj_bias);
-  h = torch::layer_norm(y, {H}, ln2_weight, ln2_bias, kLayerNormEps);
+  h = torch::layer_norm(y, {H}, ln2_weight, ln2_bias, eps);
   h = torch::gelu(torch::linear(h, fc1_weight, fc1_bias));
   return y + torch::linear(h, fc2_weight, fc2_bias);
 }
@@ -169,15 +169,15 @@ void OutputHead::reset_parameters(uint64_t seed) {
 }
 
 torch::Tensor OutputHead::forward(const torch::Tensor& x) {
-  auto h = torch::layer_norm(x, {config_.hidden_size}, ln_weight, ln_bias, kLayerNormEps);
+  auto h = torch::layer_norm(x, {config_.hidden_size}, ln_weight, ln_bias, config_.gpt2.layer_norm_eps);
   return torch::linear(h, weight);
 }
 
 // ---- helpers ----
 
 std::string global_block_name(const ModelConfig& config, int64_t stage, int64_t j) {
-  if (config.shared_layers) return "shared_block" + std::to_string(stage);
-  return "block" + std::to_string(stage * config.layers_per_stage + j);
+  if (config.gpt2.shared_layers) return "shared_block" + std::to_string(stage);
+  return "block" + std::to_string(config.first_layer(stage) + j);
 }
 
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets) {

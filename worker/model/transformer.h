@@ -77,8 +77,8 @@ class OutputHead : public torch::nn::Module {
   ModelConfig config_;
 };
 
-// Global block name used for initialization: "block<stage*L+j>", or "shared_block<stage>" when
-// shared_layers (j is then ignored).
+// Global block name used for initialization: "block<g>" with g = first_layer(stage) + j, or
+// "shared_block<stage>" when gpt2.shared_layers (j is then ignored).
 std::string global_block_name(const ModelConfig& config, int64_t stage, int64_t j);
 
 // Mean cross-entropy of logits [B,T,V] (or [N,V]) against int64 targets [B,T] (or [N]).

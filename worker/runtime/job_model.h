@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "planner/flops.h"
 #include "worker/model/config.h"
 #include "worker/model/optimizer.h"
 
@@ -15,6 +16,9 @@ model::OptimizerConfig optimizer_config(const JobSpec& spec);
 
 // Seed of stage `stage`'s initial parameters: every peer of a stage derives the same one.
 uint64_t stage_seed(const JobSpec& spec);
+
+// The shape planner/flops.h costs (its `layers` left at the default: set it per stage).
+planner::StageShape stage_shape(const model::ModelConfig& config);
 
 // Relative compute cost per sample of each stage (forward FLOPs, planner/flops.h), for the
 // rebalancer's estimate of a moved peer's speed on its new stage.
