@@ -80,7 +80,7 @@ bool StageServer::Impl::report_claims(bool force) {
   swarm::MutexLock rk(report_mu);
   planner::ClaimRequest req;
   int64_t r;
-  bool full;
+  bool full, wanted;
   {
     swarm::MutexLock lk(mu);
     r = step.load();
@@ -92,6 +92,7 @@ bool StageServer::Impl::report_claims(bool force) {
     req.transfers = d.transfers;
     // What is asked back goes back now: work taken from here on must fit what stays.
     claimed = std::min(claimed, req.want);
+    wanted = claim_wanted && d.samples > 0;
     claim_wanted = false;
     full = step_full;
   }
@@ -99,7 +100,13 @@ bool StageServer::Impl::report_claims(bool force) {
                     req.want == last_claim.want && req.transfers.size() == last_claim.transfers.size();
   // Unchanged: a full step needs no news (a peer that is due joins its group, which says whether
   // the step is still full); one that is not full is polled every interval for others' claims.
-  if (same && !force && (full || now_seconds() - last_claim_at < 0.02)) return true;
+  // Work waiting for a claim asks again, every 100 ms, full step or not: a retry names a peer
+  // killed a moment ago before the registry knows it is gone (its launcher withdraws it ~25 ms
+  // after the kill), and the registry moves that peer's claim only once it does. Asked once, the
+  // retry waited in the queue until the step closed without it, 4-20 samples short, 2 s after
+  // each kill (StepAccounting.PreemptedPeersLeaveEveryStageAtTheTrainersGlobalBatches).
+  const double since = now_seconds() - last_claim_at;
+  if (same && !force && (since < 0.02 || (full && (!wanted || since < 0.1)))) return true;
   planner::ProgressView view;
   try {
     view = registry->claim(stage.load(), r, opt.peer_id, req, target_samples);
