@@ -219,6 +219,8 @@ GroupView StepBook::group(int stage, int64_t step, int attempt, const PeerTable&
                           everyone_joined(*g, rd, stage, peers, now);
     if (timed_out || complete) {
       g->ready = true;
+      for (const auto& [id, sh] : rd.shares)
+        if (sh.gone) view.unretried += std::max<int64_t>(0, sh.held() - std::max<int64_t>(0, sh.done));
       for (const auto& [id, m] : g->joined) {  // map order: sorted by peer_id
         if (peers.is_live(id, now)) g->members.push_back(m);
       }

@@ -99,6 +99,11 @@ struct GroupView {
   // goes back to admit it).
   bool step_full = true;
   std::vector<std::string> awaiting;
+  // Set by the one call that froze the group (Ready): samples gone peers owed the step whose
+  // retries did not come before it closed (their claims were not taken over). The step averages
+  // that much less; the retries land in a later step. The registry counts them once
+  // ("samples_unretried"). Not on the wire.
+  int64_t unretried = 0;
 };
 
 const char* to_string(GroupView::State s);  // "gathering" | "ready" | "unknown"

@@ -528,8 +528,11 @@ HttpReply RegistryService::post_join(const Request& req) {
 HttpReply RegistryService::get_group(const Request& req) {
   swarm::MutexLock lock(mu_);
   const double t = now();
-  return reply(200, wire::to_json(steps_.group(req.stage, req.step, req.attempt, peers_, t,
-                                               membership_known_locked(t))));
+  const planner::GroupView view = steps_.group(req.stage, req.step, req.attempt, peers_, t, membership_known_locked(t));
+  // The step closed without work gone peers owed it: it averages that much less (counted once,
+  // by the call that froze the group; the retries land in a later step).
+  if (view.unretried > 0) count_event_locked("samples_unretried", view.unretried);
+  return reply(200, wire::to_json(view));
 }
 
 HttpReply RegistryService::put_group(const Request& req) {

@@ -22,7 +22,9 @@
 //                                                     stage's newest step in the book. Nothing is granted
 //                                                     while membership is not known (below); retries of a
 //                                                     gone peer's work granted fresh samples count as
-//                                                     "samples_readmitted"
+//                                                     "samples_readmitted"; a group frozen without
+//                                                     work gone peers owed its step counts those
+//                                                     samples as "samples_unretried" (GET .../group)
 //   POST   /v1/stages/{s}/steps/{r}/attempts/{a}/join   Member + "gatherSeconds"
 //                                                  -> 200 {"joined": true} | 409 {"error": "step closed",
 //                                                     "newestStep": the stage's newest step}

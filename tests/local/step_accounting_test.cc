@@ -77,9 +77,10 @@ TEST(StepAccounting, PreemptedPeersLeaveEveryStageAtTheTrainersGlobalBatches) {
   EXPECT_EQ(num(s, "peers_lost"), num(s, "preemptions")) << s.dump();
   EXPECT_EQ(num(s, "unaveraged_steps"), 0);
   // No step averaged more than the global batch; one that averaged fewer lost them to a killed
-  // peer, each sample counted.
+  // peer, or closed before the retries of work it owed came (samples_unretried), each sample
+  // counted.
   EXPECT_EQ(counted(s, "steps_over"), 0) << s.dump();
-  const int64_t accounted = num(s, "samples_lost") + num(s, "samples_readmitted") +
+  const int64_t accounted = num(s, "samples_lost") + num(s, "samples_readmitted") + num(s, "samples_unretried") +
                             4 * num(s, "microbatches_lost") + num(s, "handoff_samples_unconfirmed");
   EXPECT_LE(counted(s, "step_samples_short"), accounted) << s.dump();
   EXPECT_EQ(num(s, "stage_step_spread"), 0) << s.dump();

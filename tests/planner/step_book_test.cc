@@ -268,6 +268,7 @@ TEST(StepBookGroup, AGroupAwaitsTheRetriesOfAGonePeersOwedWork) {
   g = book.group(0, 0, 0, t, 2.3);
   EXPECT_TRUE(g.awaiting.empty());
   EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(g.unretried, 0);  // every owed sample was taken over
   // Retries that never come (the trainer gave the microbatch up) hold the step kRetrySeconds.
   book.claim(0, 1, "a", ask(12, 12, 12), 32, t, 3);
   book.claim(0, 1, "b", ask(12, 20, 20), 32, t, 3);
@@ -275,7 +276,11 @@ TEST(StepBookGroup, AGroupAwaitsTheRetriesOfAGonePeersOwedWork) {
   t.remove("b");
   book.join(0, 1, 0, member("a", 12), 10, 4);
   EXPECT_EQ(book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds - 0.1).state, GroupView::Gathering);
-  EXPECT_EQ(book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds).state, GroupView::Ready);
+  g = book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  // The step closed without b's 8 owed samples: said once, by the call that froze the group.
+  EXPECT_EQ(g.unretried, 8);
+  EXPECT_EQ(book.group(0, 1, 0, t, 4 + StepBook::kRetrySeconds + 1).unretried, 0);
 }
 
 TEST(StepBookGroup, ReadyAfterTimeoutWithoutTheMissingPeer) {

@@ -599,7 +599,7 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   for (const char* k : {"checkpoint_restores", "checkpoint_steps_lost", "stage_steps_lost", "samples_lost", "handoffs",
                         "resyncs", "state_downloads", "stage_moves", "unaveraged_steps", "peers_lost", "checkpoint_failures",
                         "stale_handoffs_taken", "stale_handoff_samples", "handoff_samples_unconfirmed",
-                        "samples_past_last_step", "samples_readmitted", "steps_short", "step_samples_short",
+                        "samples_past_last_step", "samples_readmitted", "samples_unretried", "steps_short", "step_samples_short",
                         "steps_over", "step_samples_over"})
     summary[k] = events.value(k, int64_t{0});
   // What the workers counted themselves beside what the registry heard (they differ by the counts

@@ -35,6 +35,7 @@ nlohmann::json step_invariant(const StepInvariantInput& in) {
   const nlohmann::json open = st.contains("stageOpenSamples") ? st["stageOpenSamples"] : nlohmann::json::object();
   const int64_t T = in.global_batch, C = int_at(in.report, "samples");
   nlohmann::json acc{{"samples_readmitted", int_at(events, "samples_readmitted")},
+                     {"samples_unretried", int_at(events, "samples_unretried")},
                      {"microbatches_lost", int_at(in.report, "microbatches_lost") * in.microbatch},
                      {"stale_handoff_samples", int_at(events, "stale_handoff_samples")},
                      {"step_numbers_skipped",

@@ -11,6 +11,8 @@
 // in a run without faults (every stage's step is then C / T, rounded down), and a fault can only
 // add what is counted (accounted_samples):
 //   samples_readmitted       retries of a gone peer's work that took a fresh claim (registry)
+//   samples_unretried        a gone peer's owed work whose retries came after its step closed:
+//                            claimed there, and again in the later step they land in (registry)
 //   microbatches_lost * B    microbatches the trainers gave up after a stage admitted them
 //   stale_handoff_samples    a leaving peer's gradient taken into a later step (claimed twice)
 //   step_numbers_skipped * T a stage restored from an older checkpoint, or a peer with nobody
