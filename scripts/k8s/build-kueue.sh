@@ -8,6 +8,8 @@
 #               crd/patches/ holds the conversion-webhook patches the release's kustomize applies)
 #   webhook/    config/components/webhook/manifests.yaml (Mutating/ValidatingWebhookConfigurations)
 #   rbac/       config/components/rbac/role.yaml (the manager's ClusterRole) and its binding
+#   internalcert/ config/components/internalcert/secret.yaml (the empty Secret Kueue's internal
+#               certificate management fills: it must exist before Kueue starts)
 #   manager/    config/components/manager/controller_manager_config.yaml (the default Configuration)
 # Idempotent: a binary or folder already in the cache is kept. Prints the version's folder on its
 # last line of stdout; progress goes to stderr. One build job (GOFLAGS -p=1) unless
@@ -21,10 +23,13 @@ export GO
 # The machine is shared: the build (and everything it starts) runs at a lower priority.
 renice -n 10 $$ >/dev/null 2>&1 || true
 
+CONFIG_LAYOUT=2  # crd, crd/patches, webhook, rbac, manager, internalcert
+
 log() { echo "[build-kueue $(date +%T)] $*" >&2; }
 
 copy_config() {
-  [ -f "$ROOT/config/.complete" ] && return 0
+  # .complete names the layout: a cache made by an older version of this script is copied again.
+  [ "$(cat "$ROOT/config/.complete" 2>/dev/null)" = "$CONFIG_LAYOUT" ] && return 0
   local src
   src=$(GOFLAGS=-mod=mod "$GO" mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" \
         | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
@@ -33,15 +38,16 @@ copy_config() {
   local tmp
   tmp=$(mktemp -d "$ROOT/config.XXXXXX")
   chmod 755 "$tmp"
-  mkdir -p "$tmp/crd/patches" "$tmp/webhook" "$tmp/rbac" "$tmp/manager"
+  mkdir -p "$tmp/crd/patches" "$tmp/webhook" "$tmp/rbac" "$tmp/manager" "$tmp/internalcert"
   cp "$src"/config/components/crd/bases/*.yaml "$tmp/crd/"
   cp "$src"/config/components/crd/patches/webhook_in_*.yaml "$tmp/crd/patches/"
   cp "$src/config/components/webhook/manifests.yaml" "$tmp/webhook/"
   cp "$src/config/components/rbac/role.yaml" "$src/config/components/rbac/role_binding.yaml" \
      "$src/config/components/rbac/service_account.yaml" "$tmp/rbac/"
   cp "$src/config/components/manager/controller_manager_config.yaml" "$tmp/manager/"
+  cp "$src/config/components/internalcert/secret.yaml" "$tmp/internalcert/"
   chmod -R u+w "$tmp"           # the module cache is read-only
-  touch "$tmp/.complete"
+  echo "$CONFIG_LAYOUT" > "$tmp/.complete"
   rm -rf "$ROOT/config"
   mv "$tmp" "$ROOT/config"
 }
