@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -26,13 +27,16 @@
 namespace swarm::runtime {
 namespace {
 
-// "block<j>.<p>" of stage `s` -> "blocks.<g>.<p>"; other names as they are.
-std::string global_name(const model::ModelConfig& c, int64_t s, const std::string& local) {
-  if (local.rfind("block", 0) != 0) return local;
-  const size_t dot = local.find('.');
-  const int64_t j = std::stoll(local.substr(5, dot - 5));
-  const int64_t g = c.gpt2.shared_layers ? s : c.first_layer(s) + j;
-  return "blocks." + std::to_string(g) + local.substr(dot);
+// A stage's parameter name as the file names it: "block<g>.<p>" and "shared_block<s>.<p>" become
+// "blocks.<g>.<p>" / "blocks.<s>.<p>"; the others stay as they are.
+std::string exported_name(const std::string& name) {
+  for (const char* prefix : {"block", "shared_block"}) {
+    const size_t n = std::char_traits<char>::length(prefix);
+    if (name.rfind(prefix, 0) == 0 && n < name.size() && std::isdigit(static_cast<unsigned char>(name[n]))) {
+      return "blocks." + name.substr(n);
+    }
+  }
+  return name;
 }
 
 // What model_config_json wrote (and, without "model_type", what exports before architectures
@@ -154,7 +158,7 @@ std::vector<std::pair<std::string, at::Tensor>> exported_tensors(
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& st : stages)
     for (const auto& p : st->named_parameters())
-      out.emplace_back(global_name(st->config(), st->stage_index(), p.key()), p.value());
+      out.emplace_back(exported_name(p.key()), p.value());
   return out;
 }
 
@@ -328,7 +332,7 @@ ExportedModel load_exported(const std::string& path, const CheckpointS3Spec& s3)
   for (int64_t s = 0; s < m.config.num_stages; ++s) {
     auto st = model::make_stage(m.config, s, 0);
     for (auto& p : st->named_parameters()) {
-      const std::string name = global_name(m.config, s, p.key());
+      const std::string name = exported_name(p.key());
       const auto t = by_name.find(name);
       if (t == by_name.end()) throw std::runtime_error("model " + path + ": tensor " + name + " is missing");
       if (t->second.sizes() != p.value().sizes())
