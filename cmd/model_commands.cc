@@ -2,8 +2,10 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -13,17 +15,32 @@
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_init.h"
 
 namespace swarm::cli {
 namespace {
 
-// --model: an existing file, or an s3:// URL (downloaded with the AWS_* variables' settings).
+// --model: an existing file or folder, or an s3:// URL (read with the AWS_* variables' settings).
 const CLI::Validator file_or_s3_url(
     [](std::string& v) -> std::string {
       if (is_s3_url(v)) return s3_url_problem(v).value_or("");
-      return CLI::ExistingFile(v);
+      return CLI::ExistingPath(v);
     },
-    "FILE|s3://BUCKET/KEY");
+    "FILE|DIR|s3://BUCKET/KEY");
+
+// A file swarm export wrote, or a Hugging Face checkpoint folder (config.json beside safetensors;
+// locally a folder, in object storage a prefix not ending in .safetensors).
+runtime::ExportedModel load_model(const std::string& model, int64_t sequence_length) {
+  const bool folder = is_s3_url(model) ? model.size() < 12 || model.compare(model.size() - 12, 12, ".safetensors") != 0
+                                       : std::filesystem::is_directory(model);
+  return folder ? runtime::load_hf_model(model, sequence_length) : runtime::load_exported(model);
+}
+
+constexpr const char* kModelHelp =
+    "a safetensors file written by swarm export, a Hugging Face checkpoint folder (config.json and "
+    "safetensors: the model before fine-tuning), or either in object storage (s3://)";
+constexpr const char* kSequenceHelp =
+    "a Hugging Face checkpoint's window in tokens (default: 256, at most its max_position_embeddings)";
 
 std::string read_secret_file(const std::string& path) {
   std::ifstream in(path);
@@ -36,7 +53,9 @@ std::string read_secret_file(const std::string& path) {
 data::Tokenizer tokenizer_of(const runtime::ExportedModel& m, const std::string& override_model) {
   if (!override_model.empty()) return data::Tokenizer::sentencepiece(override_model);
   const auto t = m.config_json.value("tokenizer", nlohmann::json::object());
-  if (t.value("kind", "bytes") == "sentencepiece") return data::Tokenizer::sentencepiece(t.value("model", ""));
+  const std::string kind = t.value("kind", "bytes");
+  if (kind == "sentencepiece") return data::Tokenizer::sentencepiece(t.value("model", ""));
+  if (kind == "huggingface") return data::Tokenizer::huggingface(t.value("file", ""));
   return data::Tokenizer::bytes();
 }
 
@@ -56,6 +75,29 @@ std::string printable_utf8(const std::string& s) {
       out += "\xEF\xBF\xBD";
       ++i;
     }
+  }
+  return out;
+}
+
+// --prompt-ids "1,2,3": each an id below the vocabulary.
+std::vector<uint32_t> parse_ids(const std::string& list, int64_t vocab) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || id < 0 || id >= vocab)
+      throw std::invalid_argument("--prompt-ids: \"" + item + "\" is not a token id below the vocabulary (" +
+                                  std::to_string(vocab) + ")");
+    out.push_back(static_cast<uint32_t>(id));
+    at = end + 1;
   }
   return out;
 }
@@ -100,8 +142,8 @@ int ExportCommand::run() const {
 
 void EvalCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("eval", "loss and perplexity of an exported model on data");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
-      ->required()->check(file_or_s3_url);
+  cmd->add_option("--model", model, kModelHelp)->required()->check(file_or_s3_url);
+  cmd->add_option("--sequence-length", sequence_length, kSequenceHelp)->check(CLI::Range(2, 65536));
   cmd->add_option("--data", data, "text, JSON Lines or token files, or a directory (as spec.training.dataset)")
       ->required()->check(CLI::ExistingPath);
   cmd->add_option("--batches", batches, "batches of consecutive windows from the start of the data")
@@ -111,7 +153,7 @@ void EvalCommand::add_to(CLI::App& app) {
 }
 
 int EvalCommand::run() const {
-  const auto m = runtime::load_exported(model);
+  const auto m = load_model(model, sequence_length);
   const auto tok = tokenizer_of(m, tokenizer_model);
   data::DatasetOptions o;
   o.validation_fraction = 0;
@@ -136,9 +178,13 @@ int EvalCommand::run() const {
 
 void GenerateCommand::add_to(CLI::App& app) {
   cmd = app.add_subcommand("generate", "continue a prompt with an exported model");
-  cmd->add_option("--model", model, "a safetensors file written by swarm export, or its s3:// URL")
-      ->required()->check(file_or_s3_url);
-  cmd->add_option("--prompt", prompt, "the text to continue")->required();
+  cmd->add_option("--model", model, kModelHelp)->required()->check(file_or_s3_url);
+  cmd->add_option("--sequence-length", sequence_length, kSequenceHelp)->check(CLI::Range(2, 65536));
+  auto* text = cmd->add_option("--prompt", prompt, "the text to continue");
+  auto* ids = cmd->add_option("--prompt-ids", prompt_ids,
+                              "the prompt as comma-separated token ids instead: for a huggingface tokenizer, whose text "
+                              "the swarm does not encode (scripts/hf_tokenize.py --encode TEXT prints them)");
+  text->excludes(ids);
   cmd->add_option("--max-tokens", max_tokens, "tokens to add")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", temperature, "0 = always the most likely token")
       ->capture_default_str()->check(CLI::Range(0.0, 100.0));
@@ -150,10 +196,12 @@ void GenerateCommand::add_to(CLI::App& app) {
 
 int GenerateCommand::run() const {
   torch::NoGradGuard no_grad;
-  const auto m = runtime::load_exported(model);
+  if (prompt.empty() && prompt_ids.empty()) throw std::invalid_argument("generate: give --prompt TEXT or --prompt-ids IDS");
+  const auto m = load_model(model, sequence_length);
   const auto tok = tokenizer_of(m, tokenizer_model);
-  std::vector<uint32_t> ids = tok.encode(prompt);
+  std::vector<uint32_t> ids = prompt_ids.empty() ? tok.encode(prompt) : parse_ids(prompt_ids, tok.vocab_size());
   if (ids.empty()) throw std::invalid_argument("--prompt: encodes to no token");
+  const std::string shown = prompt_ids.empty() ? prompt : printable_utf8(tok.decode(ids));
   const size_t prompt_tokens = ids.size();
   auto gen = at::detail::createCPUGenerator(seed);
   for (int64_t i = 0; i < max_tokens; ++i) {
@@ -177,7 +225,7 @@ int GenerateCommand::run() const {
     ids.push_back(static_cast<uint32_t>(next));
   }
   std::vector<uint32_t> continuation(ids.begin() + static_cast<std::ptrdiff_t>(prompt_tokens), ids.end());
-  std::cout << prompt << printable_utf8(tok.decode(continuation)) << std::endl;
+  std::cout << shown << printable_utf8(tok.decode(continuation)) << std::endl;
   return 0;
 }
 

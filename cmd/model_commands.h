@@ -19,7 +19,7 @@ struct ExportCommand {
 
 struct EvalCommand {
   std::string model, data, tokenizer_model;
-  int64_t batches = 16, batch = 8;
+  int64_t batches = 16, batch = 8, sequence_length = 0;
   CLI::App* cmd = nullptr;
   void add_to(CLI::App& app);
   int run() const;
@@ -27,7 +27,8 @@ struct EvalCommand {
 
 struct GenerateCommand {
   std::string model, prompt, tokenizer_model;
-  int64_t max_tokens = 200, top_k = 0;
+  std::string prompt_ids;  // --prompt-ids: the prompt as ids (a tokenizer the swarm cannot encode with)
+  int64_t max_tokens = 200, top_k = 0, sequence_length = 0;
   double temperature = 0.8;
   uint64_t seed = 1;
   CLI::App* cmd = nullptr;

@@ -16,12 +16,14 @@
 #include <sstream>
 #include <thread>
 
+#include "cmd/job_commands.h"
 #include "cmd/model_commands.h"
 #include "common/job_spec.h"
 #include "registry/registry_server.h"
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/runtime/job_model.h"
 #include "worker/local/launcher.h"
 #include "worker/stage/stage_server.h"
@@ -190,6 +192,7 @@ struct WorkerCommand {
 
   int run() {
     worker.spec = swarm::load_job_spec(job);
+    swarm::runtime::check_model_init(worker.spec);  // before joining: a checkpoint that does not fit is refused
     worker.secret = swarm::resolve_secret(worker.spec.secret);
     worker.previous_secret = swarm::resolve_previous_secret(worker.spec.secret);
     if (!checkpoint_dir.empty()) worker.spec.checkpoint.path = checkpoint_dir;
@@ -395,7 +398,7 @@ struct TokenizeCommand {
                        done / 1e6 / std::max(s, 1e-9), ids.size());
       }
     }
-    swarm::data::write_token_file(out, static_cast<uint64_t>(tok.vocab_size()), ids);
+    swarm::data::write_token_file(out, static_cast<uint64_t>(tok.vocab_size()), tok.sha256(), ids);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     std::fprintf(stderr, "%stokenize: %.1f MB of text -> %zu tokens (%s) in %.2f s, %.1f MB/s -> %s\n", tty ? "\n" : "",
                  done / 1e6, ids.size(), tok.describe().c_str(), s, done / 1e6 / std::max(s, 1e-9), out.c_str());
@@ -426,6 +429,8 @@ int main(int argc, char** argv) {
   eval_cmd.add_to(app);
   swarm::cli::GenerateCommand generate_cmd;
   generate_cmd.add_to(app);
+  swarm::cli::JobCommand job_cmd;
+  job_cmd.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -440,6 +445,7 @@ int main(int argc, char** argv) {
     if (*export_cmd.cmd) return export_cmd.run();
     if (*eval_cmd.cmd) return eval_cmd.run();
     if (*generate_cmd.cmd) return generate_cmd.run();
+    if (*job_cmd.cmd) return job_cmd.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -40,7 +40,8 @@ constexpr Spelling<ScheduleKind> kSchedules[] = {{ScheduleKind::Constant, "const
                                                  {ScheduleKind::Linear, "linear"},
                                                  {ScheduleKind::Cosine, "cosine"}};
 constexpr Spelling<TokenizerKind> kTokenizers[] = {{TokenizerKind::Bytes, "bytes"},
-                                                   {TokenizerKind::SentencePiece, "sentencepiece"}};
+                                                   {TokenizerKind::SentencePiece, "sentencepiece"},
+                                                   {TokenizerKind::HuggingFace, "huggingface"}};
 constexpr Spelling<DatasetFormat> kDatasetFormats[] = {{DatasetFormat::Auto, "auto"},
                                                        {DatasetFormat::Text, "text"},
                                                        {DatasetFormat::Jsonl, "jsonl"},
@@ -139,6 +140,9 @@ bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
 bool operator==(const AveragingSpec& a, const AveragingSpec& b) {
   return a.compression == b.compression && a.block_size == b.block_size;
 }
+bool operator==(const TokenizerSpec& a, const TokenizerSpec& b) {
+  return std::tie(a.kind, a.model, a.file) == std::tie(b.kind, b.model, b.file);
+}
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
   return std::tie(a.path, a.format, a.text_field, a.validation_fraction) ==
          std::tie(b.path, b.format, b.text_field, b.validation_fraction);
@@ -153,9 +157,9 @@ bool operator==(const ScheduleSpec& a, const ScheduleSpec& b) {
          std::tie(b.kind, b.warmup_steps, b.min_learning_rate_ratio);
 }
 bool operator==(const TrainingSpec& a, const TrainingSpec& b) {
-  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.eval_batches, a.seed, a.dataset, a.optimizer,
-                  a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.eval_batches, b.seed,
-                                          b.dataset, b.optimizer, b.schedule);
+  return std::tie(a.global_batch, a.microbatch, a.max_steps, a.eval_batches, a.seed, a.tokenizer, a.dataset,
+                  a.optimizer, a.schedule) == std::tie(b.global_batch, b.microbatch, b.max_steps, b.eval_batches,
+                                                       b.seed, b.tokenizer, b.dataset, b.optimizer, b.schedule);
 }
 bool operator==(const WorkersSpec& a, const WorkersSpec& b) {
   return std::tie(a.per_stage, a.device, a.precision, a.threads) ==

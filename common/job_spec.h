@@ -131,10 +131,16 @@ struct AveragingSpec {
 };
 
 // spec.training.tokenizer: how text becomes token ids.
-enum class TokenizerKind { Bytes, SentencePiece };
+//   bytes          one token per byte
+//   sentencepiece  a SentencePiece .model (`model`): the trainers encode text with it
+//   huggingface    a Hugging Face tokenizer.json (`file`): its text is pre-tokenised by
+//                  scripts/hf_tokenize.py into token files (the dataset must be token files);
+//                  the job only checks each file's tokenizer hash and its vocabulary
+enum class TokenizerKind { Bytes, SentencePiece, HuggingFace };
 struct TokenizerSpec {
-  TokenizerKind kind = TokenizerKind::Bytes;  // kind: bytes (one token per byte) | sentencepiece
+  TokenizerKind kind = TokenizerKind::Bytes;  // kind: bytes | sentencepiece | huggingface
   std::string model;                          // model: the SentencePiece .model file (sentencepiece only)
+  std::string file;                           // file: the tokenizer.json (huggingface only)
 };
 
 // spec.training.dataset.format: how its files are read.
@@ -379,6 +385,7 @@ bool operator==(const ModelInitSpec& a, const ModelInitSpec& b);
 bool operator==(const ModelSpec& a, const ModelSpec& b);
 bool operator==(const PipelineSpec& a, const PipelineSpec& b);
 bool operator==(const AveragingSpec& a, const AveragingSpec& b);
+bool operator==(const TokenizerSpec& a, const TokenizerSpec& b);
 bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const ScheduleSpec& a, const ScheduleSpec& b);

@@ -84,8 +84,9 @@ void decode_training(Reader& spec, TrainingSpec& t) {
   r.get("seed", t.seed);
   {
     Reader k = r.object("tokenizer");
-    k.get_enum("kind", t.tokenizer.kind, parse_tokenizer_kind, "bytes, sentencepiece");
+    k.get_enum("kind", t.tokenizer.kind, parse_tokenizer_kind, "bytes, sentencepiece, huggingface");
     k.get("model", t.tokenizer.model);
+    k.get("file", t.tokenizer.file);
     k.finish();
   }
   {
@@ -250,7 +251,8 @@ nlohmann::json training_json(const TrainingSpec& t) {
           {"maxSteps", t.max_steps},
           {"evalBatches", t.eval_batches},
           {"seed", t.seed},
-          {"tokenizer", {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}}},
+          {"tokenizer",
+           {{"kind", to_string(t.tokenizer.kind)}, {"model", t.tokenizer.model}, {"file", t.tokenizer.file}}},
           {"dataset",
            {{"path", t.dataset.path},
             {"format", to_string(t.dataset.format)},

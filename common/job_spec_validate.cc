@@ -237,6 +237,33 @@ void check_model(const JobSpec& s, Rules& r) {
   }
 }
 
+// spec.training.tokenizer: each kind's file field, and only its own; a huggingface tokenizer's text is
+// pre-tokenised (scripts/hf_tokenize.py), so its dataset cannot be read as text.
+void check_tokenizer(const TrainingSpec& t, Rules& r) {
+  const std::string p = "spec.training.tokenizer.";
+  const TokenizerSpec& k = t.tokenizer;
+  const std::string kind = to_string(k.kind);
+  if (k.kind == TokenizerKind::SentencePiece) {
+    if (r.ok(p + "model") && k.model.empty())
+      r.error(p + "model",
+              "is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece .model file), got \"\"");
+  } else if (!k.model.empty()) {
+    r.error(p + "model", "is only for kind sentencepiece (kind is " + kind + "), got \"" + k.model + "\"");
+  }
+  if (k.kind == TokenizerKind::HuggingFace) {
+    if (r.ok(p + "file") && k.file.empty())
+      r.error(p + "file", "is required with spec.training.tokenizer.kind huggingface (the tokenizer.json), got \"\"");
+    const DatasetFormat f = t.dataset.format;
+    if (r.ok("spec.training.dataset.format") && (f == DatasetFormat::Text || f == DatasetFormat::Jsonl))
+      r.error("spec.training.dataset.format",
+              std::string("must be tokens or auto with spec.training.tokenizer.kind huggingface (its text is "
+                          "pre-tokenised by scripts/hf_tokenize.py into token files), got ") +
+                  quote(to_string(f)));
+  } else if (!k.file.empty()) {
+    r.error(p + "file", "is only for kind huggingface (kind is " + kind + "), got \"" + k.file + "\"");
+  }
+}
+
 void check_training(const TrainingSpec& t, Rules& r) {
   const std::string p = "spec.training.";
   bool global = r.range(p + "globalBatch", t.global_batch, 1, std::int64_t{1} << 24);
@@ -260,13 +287,7 @@ void check_training(const TrainingSpec& t, Rules& r) {
             "is 0 (nothing held out) while spec.training.evalBatches is " + std::to_string(t.eval_batches) +
                 ": set evalBatches to 0 or hold out a fraction, got 0");
   }
-  if (t.tokenizer.kind == TokenizerKind::SentencePiece) {
-    if (r.ok(p + "tokenizer.model") && t.tokenizer.model.empty())
-      r.error(p + "tokenizer.model",
-              "is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece .model file), got \"\"");
-  } else if (!t.tokenizer.model.empty()) {
-    r.error(p + "tokenizer.model", "is only for kind sentencepiece (kind is bytes), got \"" + t.tokenizer.model + "\"");
-  }
+  check_tokenizer(t, r);
 
   const std::string o = p + "optimizer.";
   r.number(o + "learningRate", t.optimizer.learning_rate, gt(0), le(10));

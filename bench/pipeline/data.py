@@ -20,7 +20,7 @@ import struct
 MASK64 = (1 << 64) - 1
 SNIFF_BYTES = 8192  # a NUL byte in this prefix marks a binary file
 TOKEN_MAGIC = b"SWTOKENS"
-TOKEN_HEADER = 32
+TOKEN_HEADER = {1: 32, 2: 64}  # by version: 2 adds the tokenizer's SHA-256 (token_file.h)
 
 
 class DatasetError(ValueError):
@@ -85,14 +85,15 @@ def _is_token_file(p):
 def _read_token_file(p, vocab):
     with open(p, "rb") as f:
         raw = f.read()
-    if len(raw) < TOKEN_HEADER:
+    if len(raw) < TOKEN_HEADER[1]:
         raise DatasetError(f"dataset {p}: token file shorter than its header")
     version, width, file_vocab, count = struct.unpack_from("<IIQQ", raw, 8)
-    if version != 1 or width not in (2, 4) or len(raw) != TOKEN_HEADER + width * count:
-        raise DatasetError(f"dataset {p}: not a version-1 token file `swarm tokenize` wrote")
+    header = TOKEN_HEADER.get(version, 0)
+    if not header or width not in (2, 4) or len(raw) != header + width * count:
+        raise DatasetError(f"dataset {p}: not a version-1 or -2 token file `swarm tokenize` wrote")
     if file_vocab != vocab:
         raise DatasetError(f"dataset {p}: written with a vocabulary of {file_vocab}, the job's is {vocab}")
-    return array.array("I", memoryview(raw)[TOKEN_HEADER:].cast("H" if width == 2 else "I"))
+    return array.array("I", memoryview(raw)[header:].cast("H" if width == 2 else "I"))
 
 
 def _read_jsonl(p, field):

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace swarm::runtime {
@@ -106,8 +107,82 @@ TEST(Safetensors, DimensionsMustBeNonNegativeIntegersInAnArray) {
   // Nested a hundred thousand deep: refused without walking it.
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_EQ(error_of("{" + tensor("w", deep, "[0,4]") + "}"), p + "w.shape[0]: must be a non-negative integer, got an array of 1 elements");
-  EXPECT_EQ(error_of("{" + tensor("w", "[4]", "[0,16]", "\"F16\"") + "}"), p + "w.dtype: only F32 is read, got \"F16\"");
-  EXPECT_EQ(error_of("{" + tensor("w", "[4]", "[0,16]", "[1]") + "}"), p + "w.dtype: only F32 is read, got [1]");
+}
+
+TEST(Safetensors, DtypesOfTheFormatAreCheckedAndOnlyFloatsRead) {
+  const std::string p = "safetensors m.safetensors: ";
+  EXPECT_EQ(error_of("{" + tensor("w", "[4]", "[0,16]", "\"F17\"") + "}"), p + "w.dtype: not a safetensors dtype, got \"F17\"");
+  EXPECT_EQ(error_of("{" + tensor("w", "[4]", "[0,16]", "[1]") + "}"), p + "w.dtype: not a safetensors dtype, got [1]");
+  // The byte count is checked against the dtype's size.
+  EXPECT_EQ(error_of("{" + tensor("w", "[4]", "[0,16]", "\"F16\"") + "}"),
+            p + "w.data_offsets: 16 bytes for shape [4] of F16 (8 bytes)");
+  // A dtype of the format that is not read: its header parses (a checkpoint may hold such a
+  // tensor that no stage needs), reading it is refused by name before anything is allocated.
+  const std::string i64 = "{" + tensor("steps", "[2]", "[0,16]", "\"I64\"") + "}";
+  const SafetensorsHeader h = parse_safetensors_header(file_of(i64, 16), 8 + i64.size() + 16, "m.safetensors");
+  ASSERT_EQ(h.tensors.size(), 1u);
+  EXPECT_EQ(h.tensors[0].dtype, "I64");
+  EXPECT_EQ(error_of(i64), p + "steps.dtype: only F32, BF16 and F16 are read, got \"I64\"");
+}
+
+TEST(Safetensors, Bf16AndF16AreReadAsFloat32) {
+  // bf16 1.5 = 0x3fc0, -2 = 0xc000; f16 0.5 = 0x3800, 65504 = 0x7bff (the largest f16).
+  const std::string header = "{" + tensor("b", "[2]", "[0,4]", "\"BF16\"") + "," + tensor("h", "[2]", "[4,8]", "\"F16\"") + "}";
+  std::string bytes = file_of(header, 0) + std::string("\xc0\x3f\x00\xc0\x00\x38\xff\x7b", 8);
+  const TensorFile f = parse_safetensors(bytes, "m");
+  ASSERT_EQ(f.tensors.size(), 2u);
+  EXPECT_EQ(f.tensors[0].second.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(f.tensors[0].second, torch::tensor({1.5f, -2.0f})));
+  EXPECT_TRUE(torch::equal(f.tensors[1].second, torch::tensor({0.5f, 65504.0f})));
+}
+
+// A file on disk with an F32, a BF16 and an F16 tensor and a 1 MB one, read tensor by tensor.
+class SafetensorsFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::temp_directory_path() / ("safetensors-reader-" + std::to_string(::getpid()))).string();
+    const std::string header = "{\"__metadata__\":{\"format\":\"pt\"}," + tensor("f", "[2]", "[0,8]") + "," +
+                               tensor("b", "[2]", "[8,12]", "\"BF16\"") + "," + tensor("h", "[1]", "[12,14]", "\"F16\"") +
+                               "," + tensor("big", "[262144]", "[16,1048592]") + "}";
+    const float f[2] = {3.25f, -1.0f};
+    std::string data(reinterpret_cast<const char*>(f), 8);
+    data += std::string("\xc0\x3f\x00\xc0\x00\x38\0\0", 8) + std::string(1 << 20, '\0');
+    std::ofstream(path_, std::ios::binary) << file_of(header, 0) << data;
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+  std::string path_;
+};
+
+TEST_F(SafetensorsFile, TheReaderReadsOneTensorAtItsOffset) {
+  const SafetensorsReader r(path_);
+  EXPECT_EQ(r.header().metadata.at("format"), "pt");
+  ASSERT_EQ(r.header().tensors.size(), 4u);
+  ASSERT_NE(r.header().find("b"), nullptr);
+  EXPECT_EQ(r.header().find("missing"), nullptr);
+  EXPECT_TRUE(torch::equal(r.read(*r.header().find("b")), torch::tensor({1.5f, -2.0f})));
+  EXPECT_TRUE(torch::equal(r.read(*r.header().find("f")), torch::tensor({3.25f, -1.0f})));
+  EXPECT_TRUE(torch::equal(r.read(*r.header().find("h")), torch::tensor({0.5f})));
+  EXPECT_EQ(read_safetensors(path_).tensors.size(), 4u);
+}
+
+TEST_F(SafetensorsFile, AFileCutAfterItWasOpenedIsRefusedNamingIt) {
+  const SafetensorsReader r(path_);
+  std::filesystem::resize_file(path_, 4096);
+  EXPECT_TRUE(torch::equal(r.read(*r.header().find("f")), torch::tensor({3.25f, -1.0f})));
+  try {
+    r.read(*r.header().find("big"));
+    ADD_FAILURE() << "a tensor past the end of the file was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("safetensors " + path_ + ": the file ends before byte"), std::string::npos) << e.what();
+  }
+  // Opened again, the header no longer fits the file.
+  try {
+    SafetensorsReader again(path_);
+    ADD_FAILURE() << "a cut file was opened";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("big.data_offsets: [16,1048592] outside the"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SafetensorsReader(path_ + ".missing"), std::runtime_error);
 }
 
 TEST(Safetensors, OffsetsMustLieInTheDataInOrderWithoutOverlap) {

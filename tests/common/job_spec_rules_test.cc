@@ -58,6 +58,18 @@ TEST(JobSpecRules, EachBrokenRuleNamesTheFieldAndTheValue) {
        ".model file), got \"\""},
       {"{training: {tokenizer: {kind: bytes, model: sp.model}}}",
        "spec.training.tokenizer.model: is only for kind sentencepiece (kind is bytes), got \"sp.model\""},
+      {"{training: {tokenizer: {kind: huggingface}}}",
+       "spec.training.tokenizer.file: is required with spec.training.tokenizer.kind huggingface (the tokenizer.json), "
+       "got \"\""},
+      {"{training: {tokenizer: {kind: huggingface, file: t.json, model: sp.model}}}",
+       "spec.training.tokenizer.model: is only for kind sentencepiece (kind is huggingface), got \"sp.model\""},
+      {"{training: {tokenizer: {kind: sentencepiece, model: sp.model, file: t.json}}}",
+       "spec.training.tokenizer.file: is only for kind huggingface (kind is sentencepiece), got \"t.json\""},
+      {"{training: {tokenizer: {file: t.json}}}",
+       "spec.training.tokenizer.file: is only for kind huggingface (kind is bytes), got \"t.json\""},
+      {"{training: {tokenizer: {kind: huggingface, file: t.json}, dataset: {format: jsonl}}}",
+       "spec.training.dataset.format: must be tokens or auto with spec.training.tokenizer.kind huggingface (its text "
+       "is pre-tokenised by scripts/hf_tokenize.py into token files), got \"jsonl\""},
       {"{training: {evalBatches: 1, dataset: {validationFraction: 0}}}",
        "spec.training.dataset.validationFraction: is 0 (nothing held out) while spec.training.evalBatches is 1: set "
        "evalBatches to 0 or hold out a fraction, got 0"},
@@ -88,6 +100,8 @@ TEST(JobSpecRules, ValuesJustInsideTheRulesAreAccepted) {
            "{checkpoint: {path: \"s3://abc/" + std::string(900, 'p') + "\"}}",  // 900 bytes of prefix
            std::string("{checkpoint: {path: /data/ckpt/../ckpt}}"),           // a folder is not a prefix
            std::string("{training: {tokenizer: {kind: sentencepiece, model: /data/sp.model}}}"),
+           std::string("{training: {tokenizer: {kind: huggingface, file: /data/tokenizer.json}}}"),
+           std::string("{training: {tokenizer: {kind: huggingface, file: t.json}, dataset: {format: tokens}}}"),
            std::string("{training: {evalBatches: 0, dataset: {validationFraction: 0}}}"),
            std::string("{training: {evalBatches: 1, dataset: {validationFraction: 0.001}}}"),
        }) {

@@ -230,7 +230,7 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
        "spec.training.dataset.validationFraction: is 0 (nothing held out) while spec.training.evalBatches is 8: set "
        "evalBatches to 0 or hold out a fraction, got 0"},
       {"{training: {tokenizer: {kind: bpe}}}",
-       "spec.training.tokenizer.kind: must be one of bytes, sentencepiece, got \"bpe\""},
+       "spec.training.tokenizer.kind: must be one of bytes, sentencepiece, huggingface, got \"bpe\""},
       {"{training: {tokenizer: {kind: sentencepiece, model: \"\"}}}",
        "spec.training.tokenizer.model: is required with spec.training.tokenizer.kind sentencepiece (the SentencePiece "
        ".model file), got \"\""},

@@ -299,7 +299,7 @@ TEST(TextDataset, JsonLinesGiveTheTextFieldOfEachLine) {
 // A token file among text files: the samplers draw ids (the text's bytes as ids).
 TEST(TextDataset, TokenFilesAndTextInOneDirectoryBecomeOneStreamOfIds) {
   TempDir dir;
-  write_token_file((dir.path() / "a.tok").string(), 256, {104, 105, 33});
+  write_token_file((dir.path() / "a.tok").string(), 256, Sha256{}, {104, 105, 33});
   dir.write("b.txt", "ok");
   DatasetOptions o;
   o.validation_fraction = 0;
@@ -311,7 +311,7 @@ TEST(TextDataset, TokenFilesAndTextInOneDirectoryBecomeOneStreamOfIds) {
   EXPECT_EQ(in, (std::vector<int64_t>{104, 105, 33, 'o'}));
   EXPECT_EQ(tg, (std::vector<int64_t>{105, 33, 'o', 'k'}));
   // Another vocabulary than the job's tokenizer (bytes: 256): refused naming the file.
-  write_token_file((dir.path() / "c.tok").string(), 1000, {1, 2});
+  write_token_file((dir.path() / "c.tok").string(), 1000, Sha256{}, {1, 2});
   const std::string e = error_of([&] { TextDataset::load(dir.path().string(), o); });
   EXPECT_NE(e.find("c.tok: written with a vocabulary of 1000"), std::string::npos) << e;
 }

@@ -126,33 +126,35 @@ TEST(TokenFile, RoundTripsAtBothWidthsAndLoadsAsADataset) {
   fs::create_directories(kDir);
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 5000; ++i) ids.push_back((i * 7919u) % 300u);
-  write_token_file((kDir / "a.tok").string(), 300, ids);
+  write_token_file((kDir / "a.tok").string(), 300, Sha256{}, ids);
   EXPECT_EQ(fs::file_size(kDir / "a.tok"), kTokenFileHeader + 2 * ids.size());
   EXPECT_TRUE(is_token_file((kDir / "a.tok").string()));
   auto f = read_token_file((kDir / "a.tok").string());
   EXPECT_EQ(f.vocab_size, 300u);
   EXPECT_EQ(f.ids, ids);
   ids.push_back(70000);
-  write_token_file((kDir / "b.tok").string(), 100000, ids);
+  write_token_file((kDir / "b.tok").string(), 100000, Sha256{}, ids);
   EXPECT_EQ(fs::file_size(kDir / "b.tok"), kTokenFileHeader + 4 * ids.size());
   EXPECT_EQ(read_token_file((kDir / "b.tok").string()).ids, ids);
 
   // As a dataset: the vocabulary must be the tokenizer's.
   std::vector<uint32_t> bytes(20000);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint32_t>(i % 251);
-  write_token_file((kDir / "c.tok").string(), 256, bytes);
+  write_token_file((kDir / "c.tok").string(), 256, Sha256{}, bytes);
   const auto ds = TextDataset::load((kDir / "c.tok").string(), 0.1);
   EXPECT_EQ(ds.train_tokens(), 18000u);
   EXPECT_EQ(ds.validation_tokens(), 2000u);
   const auto sp = Tokenizer::sentencepiece(sp_model());
   const auto msg = error_of([&] { TextDataset::load((kDir / "c.tok").string(), 0.1, &sp); });
-  EXPECT_NE(msg.find("vocabulary of 256"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("c.tok: written by the tokenizer with SHA-256 " + std::string(64, '0') + ", but"),
+            std::string::npos) << msg;
+  EXPECT_NE(msg.find("has SHA-256 " + hex(sp.sha256())), std::string::npos) << msg;
 }
 
 TEST(TokenFile, MalformedFilesAreRefusedNamingTheFieldOrOffset) {
   fs::create_directories(kDir);
   const std::string p = (kDir / "bad.tok").string();
-  write_token_file(p, 300, {1, 2, 3, 4});
+  write_token_file(p, 300, Sha256{}, {1, 2, 3, 4});
   const std::string good = read(p);
   auto with = [&](size_t at, const std::string& bytes) {
     std::string s = good;
@@ -161,13 +163,13 @@ TEST(TokenFile, MalformedFilesAreRefusedNamingTheFieldOrOffset) {
     return error_of([&] { read_token_file(p); });
   };
   EXPECT_NE(with(0, "SWTOKENX").find("magic"), std::string::npos);
-  EXPECT_NE(with(8, std::string("\x02\0\0\0", 4)).find("version: 2"), std::string::npos);
+  EXPECT_NE(with(8, std::string("\x03\0\0\0", 4)).find("version: 3"), std::string::npos);
   EXPECT_NE(with(12, std::string("\x03\0\0\0", 4)).find("width: 3"), std::string::npos);
   EXPECT_NE(with(24, std::string("\x05\0\0\0", 4)).find("count: 5"), std::string::npos);
-  EXPECT_NE(with(34, std::string("\x2c\x01", 2)).find("id 300 at offset 34"), std::string::npos);
+  EXPECT_NE(with(66, std::string("\x2c\x01", 2)).find("id 300 at offset 66"), std::string::npos);
   std::ofstream(p, std::ios::binary | std::ios::trunc) << good.substr(0, 20);
   EXPECT_NE(error_of([&] { read_token_file(p); }).find("header"), std::string::npos);
-  EXPECT_NE(error_of([&] { write_token_file(p, 300, {1, 300}); }).find("id 300 at index 1"), std::string::npos);
+  EXPECT_NE(error_of([&] { write_token_file(p, 300, Sha256{}, {1, 300}); }).find("id 300 at index 1"), std::string::npos);
 }
 
 }  // namespace

@@ -103,7 +103,8 @@ void write_job_json_seeds(const fs::path& out) {
 }
 
 // Files as write_safetensors writes them (safetensors_fuzz.cc): one tensor; several with metadata,
-// an empty one and a scalar.
+// an empty one and a scalar; and a Hugging Face checkpoint's dtypes by hand: BF16, F16 and an I64
+// tensor (its header parses, reading it is refused).
 void write_safetensors_seeds(const fs::path& out) {
   fs::create_directories(out / "safetensors");
   runtime::TensorFile one;
@@ -116,6 +117,14 @@ void write_safetensors_seeds(const fs::path& out) {
   many.tensors.emplace_back("empty", torch::empty({0, 3}));
   many.tensors.emplace_back("scale", torch::full({}, 2.0));
   runtime::write_safetensors((out / "safetensors" / "many.safetensors").string(), many);
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"F16","shape":[3],"data_offsets":[8,14]},"c":{"dtype":"I64","shape":[1],"data_offsets":[16,24]}})";
+  std::string hf(8, '\0');
+  for (int i = 0; i < 8; ++i) hf[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  // bf16 1.0 = 0x3f80, f16 1.0 = 0x3c00, little-endian; two bytes of padding before the I64.
+  hf += header + std::string("\x80\x3f\x80\x3f\x80\x3f\x80\x3f\x00\x3c\x00\x3c\x00\x3c\0\0", 16) + std::string(8, '\1');
+  write(out / "safetensors" / "hf-dtypes.safetensors", hf);
 }
 
 }  // namespace

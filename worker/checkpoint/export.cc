@@ -20,6 +20,7 @@
 #include "worker/model/state.h"
 #include "common/s3_url.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/checkpoint/object_store.h"
 #include "worker/runtime/job_model.h"
 #include "worker/checkpoint/safetensors.h"
@@ -121,7 +122,9 @@ nlohmann::json model_config_json(const JobSpec& spec, int64_t step) {
                       {"sequence_length", c.sequence_length},
                       {"intermediate_size", c.intermediate_size()},
                       {"tokenizer",
-                       {{"kind", to_string(spec.training.tokenizer.kind)}, {"model", spec.training.tokenizer.model}}},
+                       {{"kind", to_string(spec.training.tokenizer.kind)},
+                        {"model", spec.training.tokenizer.model},
+                        {"file", spec.training.tokenizer.file}}},
                       {"step", step}};
   if (c.is_llama()) {
     const auto& l = c.llama;
@@ -244,7 +247,10 @@ ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, 
 ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
   const auto config = model_config(spec);
   std::vector<std::shared_ptr<model::StageModel>> models;
-  for (int64_t s = 0; s < config.num_stages; ++s) models.push_back(model::make_stage(config, s, stage_seed(spec)));
+  for (int64_t s = 0; s < config.num_stages; ++s) {
+    models.push_back(model::make_stage(config, s, stage_seed(spec)));
+    load_model_init(spec, *models.back());  // spec.model.init: the checkpoint's tensors are the initial ones
+  }
   return write_export(spec, models, 0, out_path, spec.checkpoint.s3);
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
@@ -110,6 +111,7 @@ struct Part {
   std::string path;
   bool ids = false;
   uint64_t vocab = 0;  // a token file's vocabulary
+  std::optional<Sha256> tokenizer_sha256;  // and its tokenizer's identity (absent in version 1)
   std::string text;
   std::vector<uint32_t> tokens;
   size_t size() const { return ids ? tokens.size() : text.size(); }
@@ -165,6 +167,7 @@ bool read_part(const fs::path& p, const DatasetOptions& o, bool alone, Part& par
       part.ids = true;
       part.tokens = std::move(t.ids);
       part.vocab = t.vocab_size;  // checked against the tokenizer by load()
+      part.tokenizer_sha256 = t.tokenizer_sha256;
       break;
     }
     case DatasetFormat::Jsonl:
@@ -177,6 +180,28 @@ bool read_part(const fs::path& p, const DatasetOptions& o, bool alone, Part& par
       }
   }
   return part.size() > 0;
+}
+
+// A part must be what the job's tokenizer reads: text it can encode, or a token file it wrote
+// (the same SHA-256 where the file records one, the same vocabulary).
+void check_written_by(const Part& pt, const Tokenizer& t) {
+  const std::string job = "spec.training.tokenizer (" + t.describe() + ")";
+  if (!pt.ids) {
+    if (t.kind() == TokenizerKind::HuggingFace)
+      throw DatasetError("dataset " + pt.path + ": is text, but " + job +
+                         " reads token files only: pre-tokenise it with scripts/hf_tokenize.py --tokenizer FILE " +
+                         pt.path + " --out FILE.tok");
+    return;
+  }
+  if (pt.tokenizer_sha256 && *pt.tokenizer_sha256 != t.sha256())
+    throw DatasetError("dataset " + pt.path + ": written by the tokenizer with SHA-256 " + hex(*pt.tokenizer_sha256) +
+                       ", but " + job + " has SHA-256 " + hex(t.sha256()) + ": tokenize it again with the job's");
+  if (!pt.tokenizer_sha256 && t.kind() == TokenizerKind::HuggingFace)
+    throw DatasetError("dataset " + pt.path + ": a version-1 token file records no tokenizer hash, and " + job +
+                       " needs one: write it again with scripts/hf_tokenize.py");
+  if (pt.vocab != static_cast<uint64_t>(t.vocab_size()))
+    throw DatasetError("dataset " + pt.path + ": written with a vocabulary of " + std::to_string(pt.vocab) + ", but " +
+                       job + " has " + std::to_string(t.vocab_size()));
 }
 
 }  // namespace
@@ -212,18 +237,13 @@ TextDataset TextDataset::load(const std::string& path, const DatasetOptions& o, 
   auto data = std::make_shared<Data>();
   data->path = path;
   data->tokenized = tokenizer != nullptr && tokenizer->kind() != TokenizerKind::Bytes;
-  const int64_t vocab = tokenizer ? tokenizer->vocab_size() : kVocabSize;
-  for (const auto& pt : parts) {
-    data->files.push_back(pt.path);
-    if (!pt.ids) continue;
-    data->tokenized = true;
-    if (pt.vocab != static_cast<uint64_t>(vocab))
-      throw DatasetError("dataset " + pt.path + ": written with a vocabulary of " + std::to_string(pt.vocab) +
-                         ", but spec.training.tokenizer (" + (tokenizer ? tokenizer->describe() : "bytes") +
-                         ") has " + std::to_string(vocab));
-  }
   const Tokenizer bytes = Tokenizer::bytes();
   const Tokenizer& encoder = tokenizer ? *tokenizer : bytes;
+  for (const auto& pt : parts) {
+    data->files.push_back(pt.path);
+    check_written_by(pt, encoder);
+    data->tokenized = data->tokenized || pt.ids;
+  }
   size_t before = 0;
   const auto cut = [&](size_t n) { return static_cast<size_t>(std::floor(static_cast<double>(n) * fraction)); };
   for (const auto& pt : parts) {

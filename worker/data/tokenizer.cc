@@ -3,10 +3,16 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
+
+#include "common/crypto.h"
+#include "worker/data/hf_vocabulary.h"
 
 namespace swarm::data {
 namespace {
@@ -78,6 +84,20 @@ const SentencePieceLib& sentencepiece_lib() {
   return lib;
 }
 
+// The bytes of a tokenizer's file; throws DatasetError naming it (and `what` it should be).
+std::string read_tokenizer_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw DatasetError("tokenizer: " + what + " " + path + " does not exist or is not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DatasetError("tokenizer: cannot open " + what + " " + path + ": " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw DatasetError("tokenizer: error reading " + what + " " + path);
+  return bytes;
+}
+
+Sha256 sha256_of(const std::string& bytes) { return crypto::sha256(bytes.data(), bytes.size()); }
+
 }  // namespace
 
 struct Tokenizer::Model {
@@ -92,9 +112,7 @@ struct Tokenizer::Model {
 Tokenizer Tokenizer::bytes() { return Tokenizer(); }
 
 Tokenizer Tokenizer::sentencepiece(const std::string& model_path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(model_path, ec))
-    throw DatasetError("tokenizer: SentencePiece model " + model_path + " does not exist or is not a file");
+  const Sha256 hash = sha256_of(read_tokenizer_file(model_path, "SentencePiece model"));
   const auto& lib = sentencepiece_lib();
   auto m = std::make_shared<Model>();
   m->lib = &lib;
@@ -106,22 +124,49 @@ Tokenizer Tokenizer::sentencepiece(const std::string& model_path) {
   Tokenizer t;
   t.kind_ = TokenizerKind::SentencePiece;
   t.model_path_ = model_path;
+  t.sha256_ = hash;
   t.sp_ = std::move(m);
   return t;
 }
 
-Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec) {
-  return spec.kind == TokenizerKind::SentencePiece ? sentencepiece(spec.model) : bytes();
+Tokenizer Tokenizer::huggingface(const std::string& tokenizer_json) {
+  const std::string bytes = read_tokenizer_file(tokenizer_json, "Hugging Face tokenizer");
+  Tokenizer t;
+  try {
+    t.hf_ = std::make_shared<const HfVocabulary>(parse_hf_tokenizer(bytes));
+  } catch (const std::invalid_argument& e) {
+    throw DatasetError("tokenizer: " + tokenizer_json + " (spec.training.tokenizer.file): " + e.what());
+  }
+  t.kind_ = TokenizerKind::HuggingFace;
+  t.model_path_ = tokenizer_json;
+  t.sha256_ = sha256_of(bytes);
+  return t;
 }
 
-int64_t Tokenizer::vocab_size() const { return sp_ ? sp_->pieces : 256; }
+Tokenizer Tokenizer::from_spec(const TokenizerSpec& spec) {
+  switch (spec.kind) {
+    case TokenizerKind::SentencePiece:
+      return sentencepiece(spec.model);
+    case TokenizerKind::HuggingFace:
+      return huggingface(spec.file);
+    default:
+      return bytes();
+  }
+}
+
+int64_t Tokenizer::vocab_size() const { return sp_ ? sp_->pieces : hf_ ? hf_->size() : 256; }
 
 std::string Tokenizer::describe() const {
-  if (!sp_) return "bytes";
-  return "sentencepiece " + model_path_ + " (" + std::to_string(vocab_size()) + " pieces)";
+  if (sp_) return "sentencepiece " + model_path_ + " (" + std::to_string(vocab_size()) + " pieces, sha256 " + hex(sha256_) + ")";
+  if (hf_) return "huggingface " + model_path_ + " (" + std::to_string(vocab_size()) + " tokens, sha256 " + hex(sha256_) + ")";
+  return "bytes";
 }
 
 void Tokenizer::encode(std::string_view text, std::vector<uint32_t>& out) const {
+  if (hf_)
+    throw DatasetError("tokenizer " + model_path_ +
+                       ": a Hugging Face tokenizer's text is pre-tokenised, not encoded here: write token files with "
+                       "scripts/hf_tokenize.py --tokenizer " + model_path_ + " TEXT... --out FILE");
   if (!sp_) {
     out.reserve(out.size() + text.size());
     for (unsigned char c : text) out.push_back(c);
@@ -149,6 +194,13 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids) const {
     if (ids[i] >= n)
       throw std::invalid_argument("tokenizer " + describe() + ": id " + std::to_string(ids[i]) + " at " +
                                   std::to_string(i) + " is outside the vocabulary (" + std::to_string(n) + ")");
+  if (hf_) {
+    try {
+      return decode_hf(*hf_, ids);
+    } catch (const std::invalid_argument& e) {
+      throw DatasetError("tokenizer " + model_path_ + ": cannot decode: " + e.what());
+    }
+  }
   if (!sp_) return std::string(ids.begin(), ids.end());
   const std::vector<int32_t> v(ids.begin(), ids.end());
   char* text = nullptr;

@@ -9,6 +9,7 @@
 #include "common/cpu_cores.h"
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/model/device.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
@@ -37,6 +38,7 @@ class SingleProcess {
     const auto cfg = model_config(spec);
     for (int s = 0; s < spec.pipeline.stages; ++s) {
       stages_.push_back(model::make_stage(cfg, s, stage_seed(spec)));
+      load_model_init(spec, *stages_.back());  // spec.model.init: the checkpoint's tensors, as a worker's
       stages_.back()->to(device_);
       optimizers_.push_back(std::make_unique<model::StageOptimizer>(*stages_.back(), optimizer_config(spec)));
     }

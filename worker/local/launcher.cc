@@ -27,6 +27,7 @@
 #include "common/ports.h"
 #include "common/random_token.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/local/report.h"
 #include "worker/local/preemption.h"
 
@@ -635,6 +636,7 @@ int run_local(const LocalOptions& o, const std::atomic<bool>& stop) {
     spdlog::info("{}: {} only place pods on Kubernetes (the operator reads them); swarm local ignores them",
                  o.job_path, fields);
   }
+  check_model_init(spec);  // a Hugging Face checkpoint that does not fit: refused before any process starts
   const int64_t max_steps = o.steps > 0 ? o.steps : spec.training.max_steps;
   const double started = now_seconds();
   if (o.baseline == "single-process") return run_local_baseline(o, spec, max_steps, started, stop);

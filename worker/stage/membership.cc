@@ -3,7 +3,8 @@
 //  * Join: a new peer (or one the rebalancer moved) builds the stage's model and downloads the
 //    parameters AND optimizer state of a live peer of the stage (donor chosen by
 //    planner::choose_donor, so joiners spread over donors). With no live peer it restores the
-//    stage's latest checkpoint; with neither it starts from the seed (and says so loudly).
+//    stage's latest checkpoint; with neither it starts from the seed, or from spec.model.init's
+//    Hugging Face checkpoint (and says so loudly).
 //    While joining it announces "joining": trainers do not route to it and averaging steps do
 //    not wait for it.
 //  * Behind: a peer that finds its stage's averaging step closed without it, or sees a peer of
@@ -21,6 +22,7 @@
 #include "planner/rebalance.h"
 #include "worker/model/state.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/runtime/job_model.h"
 #include "worker/runtime/protocol.h"
 #include "worker/stage/stage_server_impl.h"
@@ -116,7 +118,14 @@ void StageServer::Impl::become_stage(int s, const char* why) {
     case JoinSync::Stopping: return;
     case JoinSync::Lost: fail_stage_reset(s, std::max(own, job_step())); return;
     case JoinSync::Fresh:
-      spdlog::info("worker {}: stage {} starts from its initial parameters (it never stepped)", opt.peer_id, s);
+      if (opt.spec.model.init) {
+        // spec.model.init: the initial parameters are the checkpoint's, this stage's tensors only
+        // (checked against the spec before the worker started: check_model_init).
+        load_model_init(opt.spec, *model);
+        spdlog::info("worker {}: stage {} starts from {} (it never stepped)", opt.peer_id, s, opt.spec.model.init->from);
+      } else {
+        spdlog::info("worker {}: stage {} starts from its initial parameters (it never stepped)", opt.peer_id, s);
+      }
       break;
   }
   fingerprint = model::param_fingerprint(*model);

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cpu_cores.h"
+#include "common/process_memory.h"
 #include "planner/rebalance.h"
 #include "worker/model/device.h"
 #include "worker/model/precision.h"
@@ -121,10 +122,10 @@ void StageServer::start() {
   I.compute_thread = std::thread([&I] { I.compute_loop(); });
   I.progress_thread = std::thread([&I] { I.progress_loop(); });
   spdlog::info("worker {} serving stage {} at step {} on {}:{} (metrics :{}), device {}, precision {}, {} threads; "
-               "started in {:.2f} s ({:.2f} s joining the stage)",
+               "started in {:.2f} s ({:.2f} s joining the stage), peak RSS {:.1f} MB",
                I.opt.peer_id, I.stage.load(), I.step.load(), I.opt.host, I.server->port(), I.metrics->port(),
                I.device.str(), I.compute->describe(), torch::get_num_threads(), now_seconds() - t_start,
-               now_seconds() - t_join);
+               now_seconds() - t_join, static_cast<double>(peak_resident_bytes().value_or(0)) / 1e6);
 }
 
 void StageServer::stop() {
@@ -203,7 +204,8 @@ void StageServer::Impl::write_report() const {
                    {"samples_processed", processed.load()},
                    {"events", events.counted()},
                    {"events_unacknowledged", events.pending()},
-                   {"event_sends_failed", events.failed_sends()}};
+                   {"event_sends_failed", events.failed_sends()},
+                   {"peak_rss_bytes", peak_resident_bytes().value_or(0)}};
   try {
     write_file_atomically(opt.report_path, r.dump());
   } catch (const std::exception& e) {

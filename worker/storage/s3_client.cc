@@ -37,6 +37,7 @@ struct Request {
   std::string method, bucket, key;
   std::vector<std::pair<std::string, std::string>> query;  // sorted by name before sending
   const std::string* body = nullptr;
+  std::string range = "";  // "first-last" (bytes, inclusive) for a ranged GET; "" for the whole object
 };
 
 struct Response {
@@ -181,9 +182,12 @@ struct S3Client::Impl {
       curl_easy_setopt(curl, CURLOPT_POST, 1L);
       curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
       curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    } else if (r.method == "HEAD") {
+      curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
     } else if (r.method != "GET") {
       curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }
+    if (!r.range.empty()) curl_easy_setopt(curl, CURLOPT_RANGE, r.range.c_str());
     const CURLcode rc = curl_easy_perform(curl);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
@@ -282,6 +286,30 @@ void S3Client::put(const std::string& bucket, const std::string& key, const std:
 std::optional<std::string> S3Client::get(const std::string& bucket, const std::string& key) {
   auto r = impl_->send({"GET", bucket, key, {}, nullptr}, "GET", true);
   if (r.status == 404) return std::nullopt;
+  return std::move(r.body);
+}
+
+std::optional<int64_t> S3Client::size(const std::string& bucket, const std::string& key) {
+  auto r = impl_->send({"HEAD", bucket, key, {}, nullptr}, "HEAD", true);
+  if (r.status == 404) return std::nullopt;
+  const auto len = r.headers.find("content-length");
+  if (len == r.headers.end())
+    throw S3Error("HEAD s3://" + bucket + "/" + key + ": no Content-Length in the answer", r.status, "");
+  return std::atoll(len->second.c_str());
+}
+
+std::string S3Client::get_range(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length) {
+  if (length == 0) return "";
+  Request req{"GET", bucket, key, {}, nullptr};
+  req.range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+  auto r = impl_->send(req, "GET (bytes " + req.range + ") of", true);
+  const std::string where = "GET s3://" + bucket + "/" + key + " bytes " + req.range;
+  if (r.status == 404) throw S3Error(where + ": the object does not exist", 404, "NoSuchKey");
+  // 206 with exactly the bytes asked for; a server that ignored the range answers 200 with all.
+  if (r.status != 206 || r.body.size() != length)
+    throw S3Error(where + ": the answer held " + std::to_string(r.body.size()) + " bytes (HTTP " +
+                      std::to_string(r.status) + "), not the " + std::to_string(length) + " asked for",
+                  r.status, "");
   return std::move(r.body);
 }
 

@@ -66,6 +66,12 @@ class S3Client {
   void put(const std::string& bucket, const std::string& key, const std::string& bytes);
   // The object's bytes; nullopt when it does not exist (NoSuchKey).
   std::optional<std::string> get(const std::string& bucket, const std::string& key);
+  // The object's size in bytes (HEAD); nullopt when it does not exist.
+  std::optional<int64_t> size(const std::string& bucket, const std::string& key);
+  // `length` bytes of the object from `offset` (a ranged GET): what reads one tensor of a
+  // Hugging Face checkpoint's shard without the rest. Throws S3Error when the object does not
+  // exist or the answer does not hold exactly those bytes.
+  std::string get_range(const std::string& bucket, const std::string& key, uint64_t offset, uint64_t length);
   // Every object under `prefix` (ListObjectsV2, all pages), in key order.
   std::vector<S3Object> list(const std::string& bucket, const std::string& prefix);
   // Deletes bucket/key (no error when it is already gone).
