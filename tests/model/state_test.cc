@@ -191,7 +191,8 @@ TEST(State, AnUnknownOptimizerKindIsRefusedNamingItsValue) {
 }
 
 // What a build before architectures wrote (version 1: a 7 x i64 + u8 config, the blocks named by
-// their index within the stage) still loads, into the stage's global names.
+// their index within the stage) and version 2 (today's config, still local names) still load, into
+// the stage's global names.
 TEST(State, AVersion1BlobStillLoads) {
   const auto config = tiny_config(3);  // 2 layers a stage: stage 1 holds block2 and block3
   auto donor = make_stage(config, 1, 4);
@@ -214,11 +215,18 @@ TEST(State, AVersion1BlobStillLoads) {
   StageOptimizer joiner_opt(*joiner, OptimizerConfig{});
   EXPECT_EQ(refusal(v1, *joiner, joiner_opt), "");
   EXPECT_EQ(param_fingerprint(*joiner), param_fingerprint(*donor));
+  // Version 2 (architectures, still local names) loads too.
+  std::string v2_local = v2.substr(0, 8) + bytes_of<uint32_t>(2) + v2.substr(12, kConfigBytes);
+  v2_local = resealed(v2_local, v2_local.size(), rest);
+  auto joiner2 = make_stage(config, 1, 6);
+  StageOptimizer joiner2_opt(*joiner2, OptimizerConfig{});
+  EXPECT_EQ(refusal(v2_local, *joiner2, joiner2_opt), "");
+  EXPECT_EQ(param_fingerprint(*joiner2), param_fingerprint(*donor));
   // A version this build does not know is refused by name.
   std::string v9 = v2;
   v9.replace(8, 4, bytes_of<uint32_t>(9));
   EXPECT_EQ(refusal(resealed(v9, v9.size() - 8, ""), *joiner, joiner_opt),
-            "load_state: state version 9, this build reads versions 1 to 2");
+            "load_state: state version 9, this build reads versions 1 to 3");
 }
 
 // A llama blob is refused by a gpt2 stage of the same sizes, and the message names both.
