@@ -225,11 +225,12 @@ static ExportResult write_export(const JobSpec& spec, const std::vector<std::sha
   return r;
 }
 
-ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret,
-                          const std::string& out_path) {
+std::vector<std::shared_ptr<model::StageModel>> load_checkpointed_stages(const JobSpec& spec,
+                                                                       const CheckpointLocation& where,
+                                                                       const std::string& secret, int64_t* step) {
   const auto config = model_config(spec);
   const int stages = static_cast<int>(config.num_stages);
-  const int64_t step = common_step(where, stages);
+  *step = common_step(where, stages);
   const std::string key = checkpoint_key(secret);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int s = 0; s < stages; ++s) {
@@ -237,21 +238,32 @@ ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, 
     model::StageOptimizer opt(*m, optimizer_config(spec));
     CheckpointFile found;
     for (const auto& c : list_checkpoints(where, s))
-      if (c.step == step) found = c;
+      if (c.step == *step) found = c;
     model::load_state(open_checkpoint(where, found, s, key), *m, opt);
     models.push_back(std::move(m));
   }
-  return write_export(spec, models, step, out_path, where.s3);
+  return models;
 }
 
-ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
+std::vector<std::shared_ptr<model::StageModel>> initial_stages(const JobSpec& spec) {
   const auto config = model_config(spec);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int64_t s = 0; s < config.num_stages; ++s) {
     models.push_back(model::make_stage(config, s, stage_seed(spec)));
     load_model_init(spec, *models.back());  // spec.model.init: the checkpoint's tensors are the initial ones
   }
-  return write_export(spec, models, 0, out_path, spec.checkpoint.s3);
+  return models;
+}
+
+ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret,
+                          const std::string& out_path) {
+  int64_t step = 0;
+  const auto models = load_checkpointed_stages(spec, where, secret, &step);
+  return write_export(spec, models, step, out_path, where.s3);
+}
+
+ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
+  return write_export(spec, initial_stages(spec), 0, out_path, spec.checkpoint.s3);
 }
 
 std::optional<ExportResult> export_after_training(const JobSpec& spec, const CheckpointLocation& where,
