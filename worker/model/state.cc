@@ -217,7 +217,9 @@ ModelConfig get_config_v1(Reader& r) {
     *f = r.get<int64_t>("config");
   }
   c.gpt2.shared_layers = r.get<uint8_t>("config") != 0;
-  c.gpt2.intermediate_size = mlp_ratio * c.hidden_size;
+  // Read from a file: the product is checked before it is formed (the config's own checks come later).
+  if (__builtin_mul_overflow(mlp_ratio, c.hidden_size, &c.gpt2.intermediate_size))
+    Reader::fail("config with mlp ratio " + std::to_string(mlp_ratio) + " x hidden size " + std::to_string(c.hidden_size));
   if (c.num_stages < 0 || c.num_stages > 4096) Reader::fail("config with " + std::to_string(c.num_stages) + " stages");
   c.set_uniform_layers(per_stage);
   return c;
