@@ -5,11 +5,15 @@
 //               --device cuda --iters 10
 //   stage_bench --hidden 192 --head-dim 32 --batch 8 --threads 1 --precision fp32 --profile 20
 //                                           # + a per-op profile (libtorch's profiler) of fwd+bwd
+//   stage_bench --arch llama --kv-heads 2 --intermediate 512 --hidden 192 --head-dim 32 --threads 1
+//                                           # a llama stage (grouped-query attention, SwiGLU, rotary)
 //   stage_bench --check --device cuda       # quick self-test of autocast + staging on the device,
 //                                           # and of a worker's request path (StageCompute)
 //
 // Peak: an N^3 matmul (N = --peak-size, 8192 on a GPU) in the compute dtype, timed over >= 0.5 s.
-// Stage: a middle stage (of 3: no embedding, no LM head) with num_heads = hidden / head_dim,
+// Stage: a middle stage (of 3: no embedding, no LM head) of --arch gpt2 (mlp = --mlp x hidden) or
+// llama (--kv-heads k/v heads, 0 = num_heads; SwiGLU width --intermediate, 0 = --mlp x hidden), with
+// num_heads = hidden / head_dim,
 // parameters float32, forward under ComputeScope (autocast), backward outside it, as a worker
 // runs it. FLOPs: stage_flops_per_sample (planner/flops.h) x batch for the forward, 3x that
 // for forward+backward. Times: torch::cuda::synchronize + steady_clock around --iters iterations
@@ -43,7 +47,8 @@ struct Args {
   std::vector<int64_t> hidden;
   int64_t layers = -1, seq = -1, batch = -1, iters = -1, warmup = -1, peak_size = -1;
   int64_t head_dim = 128, vocab = 256, mlp = 4, threads = 0, profile = 0, profile_rows = 18;
-  std::string precision = "bf16", device = "auto";
+  int64_t kv_heads = 0, intermediate = 0;  // llama; 0 = num_heads / mlp x hidden
+  std::string precision = "bf16", device = "auto", arch = "gpt2";
   bool check = false;
 };
 
@@ -52,7 +57,7 @@ struct Args {
                "stage_bench: %s\nusage: stage_bench [--hidden H1,H2,..] [--layers L] [--seq T] "
                "[--batch B]\n  [--precision auto|fp32|bf16|fp16] [--device auto|cpu|cuda|cuda:N] "
                "[--iters N] [--warmup N]\n  [--head-dim D] [--peak-size N] [--threads N] [--profile ITERS] "
-               "[--profile-rows N] [--check]\n",
+               "[--profile-rows N] [--check]\n  [--arch gpt2|llama] [--kv-heads N] [--intermediate N] [--mlp N]\n",
                why.c_str());
   std::exit(2);
 }
@@ -89,6 +94,13 @@ Args parse(int argc, char** argv) {
     else if (f == "--threads") a.threads = to_int(f, v);
     else if (f == "--profile") a.profile = to_int(f, v);
     else if (f == "--profile-rows") a.profile_rows = to_int(f, v);
+    else if (f == "--kv-heads") a.kv_heads = to_int(f, v);
+    else if (f == "--intermediate") a.intermediate = to_int(f, v);
+    else if (f == "--mlp") a.mlp = to_int(f, v);
+    else if (f == "--arch") {
+      if (v != "gpt2" && v != "llama") usage("--arch must be gpt2 or llama, got '" + v + "'");
+      a.arch = v;
+    }
     else if (f == "--precision") a.precision = v;
     else if (f == "--device") a.device = v;
     else usage("unknown flag " + f);
@@ -131,7 +143,15 @@ sm::ModelConfig stage_config(const Args& a, int64_t hidden) {
   c.sequence_length = a.seq;
   c.num_stages = 3;
   c.set_uniform_layers(a.layers);
-  c.gpt2.intermediate_size = a.mlp * hidden;
+  const int64_t width = a.intermediate > 0 ? a.intermediate : a.mlp * hidden;
+  if (a.arch == "llama") {
+    c.architecture = sm::Architecture::Llama;
+    c.llama.intermediate_size = width;
+    c.llama.num_kv_heads = a.kv_heads > 0 ? a.kv_heads : c.num_heads;
+    c.llama.head_dim = a.head_dim;
+  } else {
+    c.gpt2.intermediate_size = width;
+  }
   sm::validate(c);
   return c;
 }
@@ -290,11 +310,13 @@ int main(int argc, char** argv) {
               peak / 1e9);
   std::printf("RESULT kind=peak device=%s precision=%s n=%lld tflops=%.2f\n", device.str().c_str(),
               sm::precision_name(eff), static_cast<long long>(a.peak_size), peak / 1e12);
-  std::printf("one middle stage: %lld layers, seq %lld, batch %lld, mlp %lld, head dim %lld; "
+  std::printf("one middle %s stage: %lld layers, seq %lld, batch %lld, mlp %s, head dim %lld%s; "
               "fwd+bwd FLOPs = 3 x forward (flops.h)\n",
-              static_cast<long long>(a.layers), static_cast<long long>(a.seq),
-              static_cast<long long>(a.batch), static_cast<long long>(a.mlp),
-              static_cast<long long>(a.head_dim));
+              a.arch.c_str(), static_cast<long long>(a.layers), static_cast<long long>(a.seq),
+              static_cast<long long>(a.batch),
+              a.intermediate > 0 ? std::to_string(a.intermediate).c_str() : (std::to_string(a.mlp) + " x hidden").c_str(),
+              static_cast<long long>(a.head_dim),
+              a.arch == "llama" ? (", kv heads " + (a.kv_heads > 0 ? std::to_string(a.kv_heads) : std::string("= heads"))).c_str() : "");
   std::printf("%7s %6s %10s %9s %13s %15s %9s\n", "hidden", "heads", "params(M)", "fwd ms",
               "fwd+bwd ms", "fwd+bwd GFLOP/s", "of peak");
   for (const int64_t hidden : a.hidden) {
@@ -331,9 +353,9 @@ int main(int argc, char** argv) {
     std::printf("%7lld %6lld %10.1f %9.2f %13.2f %15.1f %8.1f%%\n", static_cast<long long>(hidden),
                 static_cast<long long>(c.num_heads), params / 1e6, fwd * 1e3, fwd_bwd * 1e3,
                 tflops * 1e3, 100.0 * tflops * 1e12 / peak);
-    std::printf("RESULT kind=stage device=%s precision=%s hidden=%lld layers=%lld seq=%lld "
+    std::printf("RESULT kind=stage arch=%s device=%s precision=%s hidden=%lld layers=%lld seq=%lld "
                 "batch=%lld fwd_bwd_ms=%.3f tflops=%.2f frac_of_peak=%.3f\n",
-                device.str().c_str(), sm::precision_name(eff), static_cast<long long>(hidden),
+                a.arch.c_str(), device.str().c_str(), sm::precision_name(eff), static_cast<long long>(hidden),
                 static_cast<long long>(a.layers), static_cast<long long>(a.seq),
                 static_cast<long long>(a.batch), fwd_bwd * 1e3, tflops, tflops * 1e12 / peak);
     if (a.profile > 0) {

@@ -15,6 +15,8 @@
 #include "worker/data/text_dataset.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
+#include "worker/checkpoint/hf_export.h"
+#include "worker/runtime/job_model.h"
 #include "worker/checkpoint/hf_init.h"
 
 namespace swarm::cli {
@@ -117,10 +119,37 @@ void ExportCommand::add_to(CLI::App& app) {
                   "read the job secret from this file (swarm local keeps it in LOG_DIR/job-secret) instead of the "
                   "variable spec.secret.env names");
   cmd->add_flag("--initial", initial, "export the job's initial parameters (step 0, no checkpoints): the \"before\"");
+  cmd->add_option("--format", format,
+                  "swarm (one safetensors file, the swarm's names) or huggingface (--out is a folder: a "
+                  "LlamaForCausalLM checkpoint that transformers loads)")
+      ->check(CLI::IsMember({"swarm", "huggingface"}));
+  cmd->add_option("--max-shard-size", max_shard_size,
+                  "huggingface: the most bytes per safetensors file; above it, shards and an index (5GB, 20KB, ...)");
 }
+
+namespace {
+
+int export_huggingface(const ExportCommand& c, const JobSpec& spec, const runtime::CheckpointLocation& where,
+                       const std::string& secret) {
+  const uint64_t max_shard = runtime::parse_byte_size(c.max_shard_size, "--max-shard-size");
+  if (auto why = runtime::hf_export_refusal(runtime::model_config(spec))) throw std::invalid_argument(*why);
+  int64_t step = 0;
+  const auto stages = c.initial ? runtime::initial_stages(spec)
+                                : runtime::load_checkpointed_stages(spec, where, secret, &step);
+  const auto r = runtime::export_hf(spec, stages, step, c.out, max_shard);
+  std::string files;
+  for (const auto& f : r.files) files += (files.empty() ? "" : ", ") + f;
+  std::printf("exported step %lld as a Hugging Face checkpoint: %zu tensors, %.1f MB -> %s (%s)\n",
+              static_cast<long long>(step), r.tensors, static_cast<double>(r.bytes) / 1e6, r.dir.c_str(),
+              files.c_str());
+  return 0;
+}
+
+}  // namespace
 
 int ExportCommand::run() const {
   const JobSpec spec = load_job_spec(job);
+  if (format == "huggingface" && initial) return export_huggingface(*this, spec, runtime::CheckpointLocation(""), "");
   if (initial) {
     const auto r = runtime::export_initial(spec, out);
     std::printf("exported the initial parameters (step 0): %zu tensors, %.1f MB -> %s\n", r.tensors,
@@ -134,6 +163,7 @@ int ExportCommand::run() const {
     throw std::invalid_argument("--from: " + *why);
   if (auto why = is_s3_url(out) ? s3_url_problem(out) : std::nullopt) throw std::invalid_argument("--out: " + *why);
   const std::string secret = secret_file.empty() ? resolve_secret(spec.secret) : read_secret_file(secret_file);
+  if (format == "huggingface") return export_huggingface(*this, spec, where, secret);
   const auto r = runtime::export_model(spec, where, secret, out);
   std::printf("exported step %lld: %zu tensors, %.1f MB -> %s (config: %s)\n", static_cast<long long>(r.step),
               r.tensors, static_cast<double>(r.bytes) / 1e6, r.model_path.c_str(), r.config_path.c_str());

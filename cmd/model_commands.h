@@ -11,6 +11,8 @@ namespace swarm::cli {
 
 struct ExportCommand {
   std::string job, from, out, secret_file;
+  std::string format = "swarm";            // swarm | huggingface
+  std::string max_shard_size = "5GB";      // huggingface: shards with an index above this
   bool initial = false;
   CLI::App* cmd = nullptr;
   void add_to(CLI::App& app);

@@ -35,8 +35,8 @@ struct Flags {
   double lease_s = 15, renew_s = 10, retry_s = 2, resync_s = 300, qps = 50, burst = 100;
   int workers = 4;
   swarm::op::ProgressPollerOptions progress;
-  bool network_policies = false;
-  std::string monitoring_ns = "monitoring", operator_ns;
+  bool network_policies = false, kueue = false;
+  std::string monitoring_ns = "monitoring", operator_ns, kueue_default_queue;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -73,6 +73,12 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--operator-namespace", f.operator_ns,
                  "namespace the operator runs in, allowed to read jobs' registries (with --network-policies; "
                  "default: the --lease-namespace)");
+  app.add_flag("--kueue", f.kueue,
+               "run SwarmJobs labelled kueue.x-k8s.io/queue-name through Kueue (v1beta2 Workloads the operator "
+               "owns): suspended until admitted, pods only inside the admission, drained before an eviction gives "
+               "the quota back; without it the label is ignored");
+  app.add_option("--kueue-default-queue", f.kueue_default_queue,
+                 "with --kueue: the LocalQueue of SwarmJobs without the label (\"\" = those run unqueued)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
@@ -128,6 +134,8 @@ int run(Flags f) {
   options.resync_seconds = f.resync_s;
   options.progress = f.progress;
   options.network_policies = f.network_policies;
+  options.kueue = f.kueue;
+  options.kueue_default_queue = f.kueue_default_queue;
   options.network_policy.monitoring_namespace = f.monitoring_ns;
   options.network_policy.operator_namespace = f.operator_ns.empty() ? f.lease_ns : f.operator_ns;
   swarm::op::Controller controller(client, events, metrics, options);

@@ -16,6 +16,14 @@ const char* to_string(WorkerState s) {
   return "?";
 }
 
+int desired_workers(const PlacementInput& in, int stage) {
+  return in.stage_targets.empty() ? in.per_stage : in.stage_targets.at(static_cast<size_t>(stage));
+}
+
+int most_workers(const PlacementInput& in, int stage) {
+  return in.stage_targets.empty() ? in.max_per_stage : in.stage_targets.at(static_cast<size_t>(stage));
+}
+
 namespace {
 
 struct Planner {
@@ -185,8 +193,8 @@ struct Planner {
       int best_ready_priority = -1;
       for (auto* w : ws)
         if (w->state == WorkerState::Ready) best_ready_priority = std::max(best_ready_priority, priority(w->pool));
-      if (ready > in.per_stage) {
-        int excess = static_cast<int>(ws.size()) - in.per_stage;
+      if (ready > desired_workers(in, s)) {
+        int excess = static_cast<int>(ws.size()) - desired_workers(in, s);
         for (auto* w : ws) {
           if (excess <= 0) break;
           const bool moved = priority(w->pool) < best_ready_priority;
@@ -194,8 +202,8 @@ struct Planner {
           drop_active(w->name);
           --excess;
         }
-      } else if (static_cast<int>(ws.size()) > in.max_per_stage) {
-        int excess = static_cast<int>(ws.size()) - in.max_per_stage;
+      } else if (static_cast<int>(ws.size()) > most_workers(in, s)) {
+        int excess = static_cast<int>(ws.size()) - most_workers(in, s);
         for (auto* w : ws) {
           if (excess <= 0) break;
           if (w->state == WorkerState::Ready) continue;
@@ -348,7 +356,7 @@ struct Planner {
       int emptiest = -1;
       for (auto& [s, n] : counts) {
         if (starving && ready_in(s) > 0) continue;
-        if (n >= in.per_stage) continue;
+        if (n >= desired_workers(in, s)) continue;
         if (emptiest < 0 || serving[s] < serving[emptiest] || (serving[s] == serving[emptiest] && n < counts[emptiest]))
           emptiest = s;
       }
@@ -422,7 +430,7 @@ struct Planner {
       auto serving = serving_counts();
       int neediest = -1;
       for (auto& [s, n] : serving)
-        if (n < in.min_per_stage && counts[s] < in.max_per_stage && (neediest < 0 || n < serving[neediest]))
+        if (n < in.min_per_stage && counts[s] < most_workers(in, s) && (neediest < 0 || n < serving[neediest]))
           neediest = s;
       if (neediest < 0) break;
       auto choice = choose_pool(true);
@@ -477,7 +485,7 @@ struct Planner {
       }
       if (given) continue;
       auto counts = stage_counts();
-      if (counts[empty] >= in.max_per_stage) {
+      if (counts[empty] >= most_workers(in, empty)) {
         // Make room under maxPerStage: one of its waiting workers goes.
         for (auto* w : stage_workers(empty)) {
           if (!waiting.count(w->name)) continue;
@@ -530,7 +538,7 @@ struct Planner {
     });
     auto counts = stage_counts();
     for (auto* w : ws) {
-      if (counts[w->stage] >= in.max_per_stage) continue;
+      if (counts[w->stage] >= most_workers(in, w->stage)) continue;
       auto choice = choose_pool(true, w->pool);
       if (!choice) continue;
       create(w->stage, *choice, "MoveBack", w->name);

@@ -96,7 +96,17 @@ struct PlacementInput {
   // Usable nodes, their free worker slots and the pools that admit them (cluster_capacity().nodes);
   // nullopt = unknown: every pool has room up to its maxWorkers.
   std::optional<std::vector<NodeSlots>> capacity;
+  // Empty: every stage wants per_stage workers and may surge to max_per_stage. Else one entry per
+  // stage: the workers a quota admitted for it (the operator's Kueue integration), which the stage
+  // both wants and never exceeds (no surge, no move-back beyond it; a reclaimed worker is still
+  // replaced, its terminating pod no longer counting).
+  std::vector<int> stage_targets;
 };
+
+// The workers stage `stage` wants: stage_targets[stage], else per_stage.
+int desired_workers(const PlacementInput& in, int stage);
+// The most workers stage `stage` may have at once: stage_targets[stage], else max_per_stage.
+int most_workers(const PlacementInput& in, int stage);
 
 struct CreateWorker {
   int slot = 0;

@@ -11,9 +11,10 @@ cd "$(dirname "$0")/.."
 #                      kube-controller-manager, CoreDNS, Prometheus) for the end-to-end test on real
 #                      Kubernetes nodes (ctest -L cluster; scripts/k8s/cluster.sh)
 #   build-minio.sh     MinIO, the S3 server the object-storage checkpoint tests write to
+#   build-kueue.sh     Kueue's controller manager, which the operator's Kueue tests run (operator_kueue_tests)
 go_log=$(mktemp /tmp/swarm-go-build.XXXXXX.log)
 ( bash scripts/k8s/build-testenv.sh && bash scripts/k8s/build-helm.sh && bash scripts/k8s/build-cluster.sh &&
-  bash scripts/build-minio.sh ) \
+  bash scripts/build-minio.sh && bash scripts/k8s/build-kueue.sh ) \
   >"$go_log" 2>&1 &
 go_pid=$!
 # The Python the Hugging Face checks load the project's imports and exports with (transformers,

@@ -54,6 +54,17 @@ json to_json(const SwarmJobStatus& s) {
     j["exportedModel"] = s.exported_model;
     j["exportedStep"] = s.exported_step;
   }
+  if (s.queue) {
+    const QueueStatus& q = *s.queue;
+    json qj = {{"name", q.name}, {"workloads", q.workloads}, {"admittedWorkers", q.admitted_workers},
+               {"evictions", q.evictions}};
+    if (!q.cluster_queue.empty()) qj["clusterQueue"] = q.cluster_queue;
+    if (!q.admission.empty()) qj["admission"] = q.admission;
+    if (!q.last_eviction_time.empty())
+      qj["lastEviction"] = {{"reason", q.last_eviction_reason}, {"message", q.last_eviction_message},
+                            {"time", q.last_eviction_time}};
+    j["queue"] = qj;
+  }
   return j;
 }
 
@@ -114,6 +125,22 @@ SwarmJobStatus status_from_json(const json& j) {
     s.exported_model = j["exportedModel"].get<std::string>();
     if (j.contains("exportedStep") && j["exportedStep"].is_number_integer())
       s.exported_step = j["exportedStep"].get<std::int64_t>();
+  }
+  if (j.contains("queue") && j["queue"].is_object()) {
+    const json& qj = j["queue"];
+    QueueStatus q;
+    q.name = qj.value("name", "");
+    q.cluster_queue = qj.value("clusterQueue", "");
+    for (const auto& w : qj.value("workloads", json::array()))
+      if (w.is_string()) q.workloads.push_back(w.get<std::string>());
+    q.admitted_workers = qj.value("admittedWorkers", 0);
+    q.admission = qj.value("admission", "");
+    q.evictions = qj.value("evictions", 0LL);
+    const json last = qj.value("lastEviction", json::object());
+    q.last_eviction_reason = last.value("reason", "");
+    q.last_eviction_message = last.value("message", "");
+    q.last_eviction_time = last.value("time", "");
+    s.queue = q;
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -43,8 +44,28 @@ struct PoolStatus {
   int nodes = 0, nodes_under_notice = 0, nodes_unavailable = 0, free_slots = 0, used_slots = 0;
 };
 
+// status.queue: a job admitted through Kueue (operator/kueue/): its queue, where it was admitted,
+// and its evictions (counted once each: an eviction is known by its condition's time).
+struct QueueStatus {
+  std::string name;           // the LocalQueue (label kueue.x-k8s.io/queue-name)
+  std::string cluster_queue;  // the ClusterQueue that admitted it ("" while waiting)
+  std::vector<std::string> workloads;
+  int admitted_workers = 0;
+  std::string admission;      // what runs where: "workers 6 on spot; trainers 1 on on-demand; ..."
+  std::int64_t evictions = 0;
+  std::string last_eviction_reason, last_eviction_message, last_eviction_time;
+  bool operator==(const QueueStatus& o) const {
+    return name == o.name && cluster_queue == o.cluster_queue && workloads == o.workloads &&
+           admitted_workers == o.admitted_workers && admission == o.admission && evictions == o.evictions &&
+           last_eviction_reason == o.last_eviction_reason && last_eviction_message == o.last_eviction_message &&
+           last_eviction_time == o.last_eviction_time;
+  }
+};
+
 struct SwarmJobStatus {
-  std::string phase = "Pending";  // Pending | Running | Degraded | Failed
+  // Pending | Running | Degraded | Failed; with Kueue also Queued (waiting for admission), Draining
+  // (evicted: its pods leaving) and Finished; Suspended (spec.suspend without Kueue).
+  std::string phase = "Pending";
   std::int64_t observed_generation = 0;
   std::vector<Condition> conditions;
   int ready_workers = 0, desired_workers = 0, trainers_ready = 0;
@@ -67,6 +88,7 @@ struct SwarmJobStatus {
   // it was exported at, from the succeeded trainer pod's termination message; "" = none yet.
   std::string exported_model;
   std::int64_t exported_step = 0;
+  std::optional<QueueStatus> queue;  // only for a job in a Kueue queue
 };
 
 json to_json(const SwarmJobStatus& s);

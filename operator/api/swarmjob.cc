@@ -112,6 +112,9 @@ void read_metadata(const json& obj, SwarmJob& job) {
   job.resource_version = md.value("resourceVersion", "");
   job.generation = md.value("generation", 0LL);
   job.creation_timestamp = md.value("creationTimestamp", "");
+  const json labels = md.value("labels", json::object());  // items() must not outlive it
+  for (const auto& [k, v] : labels.items())
+    if (v.is_string()) job.labels[k] = v.get<std::string>();
   job.status = obj.value("status", json::object());
 }
 
@@ -235,6 +238,11 @@ SwarmJob parse_swarmjob(const json& obj) {
   take_pod_sections(spec, job.op, e);
   take_checkpoint_fields(spec, job.op, e);
   take_placement(spec, job.op, e);
+  if (spec.contains("suspend")) {
+    if (!spec["suspend"].is_boolean()) e.add("spec.suspend", "must be a boolean, got " + spec["suspend"].dump());
+    else job.op.suspend = spec["suspend"].get<bool>();
+    spec.erase("suspend");
+  }
   manifest["spec"] = spec;
   manifest.erase("status");
 

@@ -58,12 +58,17 @@ struct OperatorSpec {
   // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN), set as those
   // environment variables in every worker and trainer pod. Only with an s3:// checkpoint path.
   std::string s3_credentials_secret;
+  // spec.suspend: run no pods (those running drain: trainers, then workers with their hand-off,
+  // then the registry). For a job in a Kueue queue the operator itself sets it while the job waits
+  // for admission and clears it once admitted (docs/operator.md, "With Kueue").
+  bool suspend = false;
 };
 
 struct SwarmJob {
   std::string name, namespace_, uid, resource_version;
   std::int64_t generation = 0;
   std::string creation_timestamp;
+  std::map<std::string, std::string> labels;  // metadata.labels (kueue.x-k8s.io/queue-name, ...)
   JobSpec spec;
   OperatorSpec op;
   json status = json::object();  // as read (the operator rebuilds it)

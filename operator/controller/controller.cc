@@ -5,6 +5,7 @@
 #include "operator/api/swarmjob.h"
 #include "operator/controller/capacity_facts.h"
 #include "operator/controller/manifests.h"
+#include "operator/kueue/workload.h"
 
 namespace swarm::op {
 
@@ -41,6 +42,7 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
         [this](const std::string& result) { metrics_.add_registry_read(result); });
     reconciler_->set_progress_source(progress_.get());
   }
+  if (options_.kueue) setup_kueue();
   jobs_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json*) { on_job(t, o); });
   pods_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_pod(t, o, old); });
   nodes_->add_handler([this](kube::EventType t, const kube::json& o, const kube::json* old) { on_node(t, o, old); });
@@ -55,11 +57,47 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
 
 Controller::~Controller() { stop(); }
 
+void Controller::setup_kueue() {
+  kube::InformerOptions workloads, flavors, classes;
+  workloads.group_version = flavors.group_version = classes.group_version = kueue::kGroupVersion;
+  workloads.plural = kueue::kWorkloadsPlural;
+  workloads.namespace_ = options_.namespace_;
+  workloads.label_selector = std::string(kLabelManagedBy) + "=" + kManagedByValue;  // only ours
+  flavors.plural = kueue::kResourceFlavorsPlural;
+  classes.plural = kueue::kPriorityClassesPlural;
+  workloads_ = std::make_unique<kube::Informer>(client_, workloads);
+  flavors_ = std::make_unique<kube::Informer>(client_, flavors);
+  priority_classes_ = std::make_unique<kube::Informer>(client_, classes);
+  kueue_ = std::make_unique<KueueSync>(client_, *workloads_, *flavors_, *priority_classes_);
+  reconciler_->set_kueue(kueue_.get(), options_.kueue_default_queue);
+  // Kueue admitted, evicted or finished a Workload: its job decides at once.
+  workloads_->add_handler([this](kube::EventType, const kube::json& o, const kube::json*) {
+    const auto& md = o["metadata"];
+    const std::string job = md.value("labels", kube::json::object()).value(kLabelJob, "");
+    if (!job.empty()) queue_.add(md.value("namespace", "") + "/" + job);
+  });
+  // A flavor or a priority class changed (rare): every job in a queue looks again.
+  auto queued_jobs = [this](kube::EventType, const kube::json&, const kube::json*) {
+    for (const auto& j : jobs_->list())
+      if (!options_.kueue_default_queue.empty() ||
+          j["metadata"].value("labels", kube::json::object()).contains(kueue::kQueueNameLabel))
+        queue_.add_after(kube::object_key(j), std::chrono::milliseconds(200));
+  };
+  flavors_->add_handler(queued_jobs);
+  priority_classes_->add_handler(queued_jobs);
+}
+
+std::vector<kube::Informer*> Controller::informers() const {
+  std::vector<kube::Informer*> out = {nodes_.get(), bound_pods_.get(), pods_.get(), jobs_.get()};
+  for (auto* k : {workloads_.get(), flavors_.get(), priority_classes_.get()})
+    if (k) out.push_back(k);
+  return out;
+}
+
 void Controller::start() {
-  nodes_->start();
-  bound_pods_->start();
-  pods_->start();
-  jobs_->start();
+  // With --kueue and no Kueue CRDs, its caches stay unsynced: jobs in a queue wait (the reconcile
+  // says why), the others run.
+  for (auto* i : informers()) i->start();
   stats_ = std::thread([this] {
     while (!stop_) {
       metrics_.set_queue_depth(static_cast<double>(queue_.depth()));
@@ -73,8 +111,12 @@ void Controller::start() {
 }
 
 bool Controller::wait_synced(std::chrono::milliseconds timeout) {
-  return nodes_->wait_synced(timeout) && bound_pods_->wait_synced(timeout) && pods_->wait_synced(timeout) &&
-         jobs_->wait_synced(timeout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto* i : informers()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (!i->wait_synced(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
 }
 
 void Controller::lead() {
@@ -116,10 +158,7 @@ void Controller::stop() {
   queue_.shutdown();
   for (auto& t : threads_) t.join();
   threads_.clear();
-  jobs_->stop();
-  pods_->stop();
-  bound_pods_->stop();
-  nodes_->stop();
+  for (auto* i : informers()) i->stop();
   if (stats_.joinable()) stats_.join();
 }
 

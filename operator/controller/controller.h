@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "operator/controller/job_secrets.h"
+#include "operator/controller/kueue_sync.h"
 #include "operator/controller/metrics.h"
 #include "operator/controller/progress_poller.h"
 #include "operator/controller/reconciler.h"
@@ -39,6 +40,10 @@ struct ControllerOptions {
   // A NetworkPolicy per job (manifests.h); off: the operator does not touch NetworkPolicies.
   bool network_policies = false;
   NetworkPolicyOptions network_policy;
+  // Kueue (--kueue): jobs labelled kueue.x-k8s.io/queue-name run through Workloads (kueue_sync.h);
+  // off: no Kueue object is watched or touched and the label is ignored.
+  bool kueue = false;
+  std::string kueue_default_queue;  // the LocalQueue of jobs without the label ("" = not queued)
 };
 
 class Controller {
@@ -58,6 +63,8 @@ class Controller {
   void on_job(kube::EventType t, const kube::json& obj);
   void on_pod(kube::EventType t, const kube::json& obj, const kube::json* old);
   void on_node(kube::EventType t, const kube::json& obj, const kube::json* old);
+  void setup_kueue();
+  std::vector<kube::Informer*> informers() const;
   void work();
   std::vector<ProgressTarget> progress_targets() const;
 
@@ -66,6 +73,9 @@ class Controller {
   ControllerOptions options_;
   std::unique_ptr<kube::Informer> jobs_, pods_, nodes_;
   std::unique_ptr<kube::Informer> bound_pods_;  // every bound pod in the cluster: node capacity
+  // With options.kueue: our Workloads, the ResourceFlavors and WorkloadPriorityClasses.
+  std::unique_ptr<kube::Informer> workloads_, flavors_, priority_classes_;
+  std::unique_ptr<KueueSync> kueue_;
   std::unique_ptr<World> world_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<ProgressPoller> progress_;

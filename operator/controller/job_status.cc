@@ -110,7 +110,7 @@ void set_phase(const SwarmJob& job, const PlacementInput& in, bool overflow, Swa
   int degraded_stages = 0;
   for (int s = 0; s < in.stages; ++s) {
     status.stages[s].stage = s;
-    status.stages[s].desired = in.per_stage;
+    status.stages[s].desired = planner::desired_workers(in, s);
     if (status.stages[s].ready < job.op.min_per_stage) ++degraded_stages;
   }
   const std::string old_phase = status.phase;
@@ -216,7 +216,8 @@ DerivedStatus derive_status(const StatusInputs& x) {
   status.observed_generation = x.job.generation;
   reset_stages(x.in, status);
   status.ready_workers = 0;
-  status.desired_workers = x.in.stages * x.in.per_stage;
+  status.desired_workers = 0;
+  for (int s = 0; s < x.in.stages; ++s) status.desired_workers += planner::desired_workers(x.in, s);
   std::map<std::string, PoolStatus> pools = reset_pools(x.in, old_pools, x.capacity);
   out.workers = count_workers(x, pools, status);
   status.pools.clear();

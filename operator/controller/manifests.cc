@@ -308,4 +308,15 @@ const NodePool* stable_pool(const SwarmJob& job) {
   return best;
 }
 
+kueue::JobTemplates kueue_templates(const SwarmJob& job) {
+  kueue::JobTemplates t;
+  t.owner_reference = owner_reference(job);
+  const NodePool* stable = stable_pool(job);
+  t.registry = registry_pod(job, 0, stable, {});
+  t.trainer = trainer_pod(job, 0, stable, {});
+  for (int s = 0; s < static_cast<int>(job.spec.pipeline.stages); ++s)
+    t.worker_by_stage.push_back(worker_pod(job, 0, s, nullptr, {}, "Initial"));
+  return t;
+}
+
 }  // namespace swarm::op

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "operator/api/swarmjob.h"
+#include "operator/kueue/workload.h"
 
 namespace swarm::op {
 
@@ -85,5 +86,10 @@ json network_policy(const SwarmJob& job, const NetworkPolicyOptions& options);
 // The pool trainers and the registry go to: the most preferred non-preemptible pool, else none
 // (anywhere).
 const NodePool* stable_pool(const SwarmJob& job);
+
+// The pods the job would run, for its Kueue Workloads' podSet templates: a registry and a trainer
+// pod in the stable pool, and a worker pod of each stage with no pool's placement (the Workloads
+// add what every pool shares; operator/kueue/workload.h).
+kueue::JobTemplates kueue_templates(const SwarmJob& job);
 
 }  // namespace swarm::op

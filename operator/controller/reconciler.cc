@@ -23,9 +23,7 @@ using planner::CreateWorker;
 using planner::DeleteWorker;
 using planner::PlacementInput;
 using planner::PlacementPlan;
-using planner::PoolInfo;
 using planner::WorkerState;
-using planner::plan_workers;
 using planner::to_string;
 
 std::string label_of(const json& pod, const char* key) {
@@ -178,6 +176,9 @@ void Reconciler::cleanup_deleted(const std::string& ns, const std::string& name)
   }
   if (network_policy_)
     client_.remove(kube::resource_path("networking.k8s.io/v1", ns, "networkpolicies", network_policy_name(name)));
+  // Its Workloads lose the finalizer and go: the job's quota is given back (its pods were just
+  // deleted at once).
+  if (kueue_ && kueue_->synced()) kueue_->release_all(ns, name);
   metrics_.forget_job(ns + "/" + name);
 }
 
@@ -193,35 +194,6 @@ void Reconciler::write_status(const json& job_obj, const SwarmJobStatus& status)
 }
 
 namespace {
-
-// Placement's view of the job: its pools (availability carried over in status), its workers.
-PlacementInput placement_input(const SwarmJob& job, const std::vector<PodView>& workers,
-                               const std::map<std::string, PoolStatus>& old_pools, double now) {
-  PlacementInput in;
-  in.stages = static_cast<int>(job.spec.pipeline.stages);
-  in.per_stage = static_cast<int>(job.spec.workers.per_stage);
-  in.max_per_stage = effective_max_per_stage(job);
-  in.min_per_stage = job.op.min_per_stage;
-  in.now = now;
-  in.unschedulable_seconds = job.op.unschedulable_seconds;
-  in.retry_pool_seconds = job.op.retry_pool_seconds;
-  if (job.op.pools.empty()) {
-    in.pools.push_back({"", 0, -1, 0, 0, false});
-  } else {
-    for (const auto& p : job.op.pools) {
-      PoolInfo info{p.name, p.priority, p.max_workers, 0, 0, p.autoscaled};
-      auto it = old_pools.find(p.name);
-      if (it != old_pools.end() && !it->second.available) {
-        info.unavailable_until = kube::to_seconds(it->second.retry_at);
-        info.unavailable_since = kube::to_seconds(it->second.unavailable_since);
-      }
-      in.pools.push_back(info);
-    }
-  }
-  for (const auto& w : workers)
-    in.workers.push_back({w.name, w.stage, w.pool, w.slot, w.state, w.unschedulable_since, w.terminating, w.notice, w.node});
-  return in;
-}
 
 // "spot-us: 0 free, 4 used, 1 node under notice; spot-eu: 2 free, 2 used": where capacity went.
 std::string capacity_summary(const planner::ClusterCapacity& cap) {
@@ -247,7 +219,7 @@ std::optional<planner::ClusterCapacity> Reconciler::observe_capacity(const Swarm
 }
 
 void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const PlacementPlan& plan,
-                            const Observation& seen) {
+                            const Observation& seen, const kueue::Overlay* overlay) {
   // Deletions first (the hand-off starts now), then creations.
   const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
   const std::vector<std::string>& avoid_nodes = seen.avoid_nodes;
@@ -274,6 +246,7 @@ void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const P
   bool explained = false;
   for (const auto& c : plan.creates) {
     json pod = worker_pod(job, c.slot, c.stage, find_pool(job, c.pool), avoid_nodes, c.reason);
+    if (overlay) kueue::apply_overlay(pod, *overlay);
     try {
       world_.pods.upsert(client_.create(pods_path, pod));
     } catch (const kube::ApiError& e) {
@@ -311,7 +284,7 @@ void Reconciler::apply_plan(const SwarmJob& job, const std::string& key, const P
 }
 
 void Reconciler::keep_singletons(const SwarmJob& job, const std::vector<PodView>& pods, int desired, const std::string& role,
-                                 const std::vector<std::string>& avoid_nodes) {
+                                 const std::vector<std::string>& avoid_nodes, const kueue::Overlay* overlay) {
   // Trainers and the registry: fixed counts, replaced when their node goes.
   const std::string pods_path = kube::resource_path("v1", job.namespace_, "pods");
   const NodePool* stable = stable_pool(job);
@@ -335,6 +308,7 @@ void Reconciler::keep_singletons(const SwarmJob& job, const std::vector<PodView>
   for (int slot = 0; alive < desired; ++slot) {
     if (used.count(slot)) continue;
     json pod = role == "trainer" ? trainer_pod(job, slot, stable, avoid_nodes) : registry_pod(job, slot, stable, avoid_nodes);
+    if (overlay) kueue::apply_overlay(pod, *overlay);
     try {
       world_.pods.upsert(client_.create(pods_path, pod));
       record(job, "Normal", role == "trainer" ? "TrainerCreated" : "RegistryCreated",
@@ -350,25 +324,6 @@ void Reconciler::keep_singletons(const SwarmJob& job, const std::vector<PodView>
 namespace {
 
 static_assert(std::is_same_v<WorkerCounts, std::map<OperatorMetrics::WorkerKey, int>>);
-
-// What placement is asked (`in`) and what it answers.
-struct JobPlan {
-  PlacementInput in;
-  PlacementPlan plan;
-};
-
-// Plan (pure): placement's input from the observed workers and capacity, the pools' availability
-// as status carries it, and the plan for it.
-JobPlan plan_job(const SwarmJob& job, const std::vector<PodView>& workers,
-                 const std::optional<planner::ClusterCapacity>& capacity, const SwarmJobStatus& status, double now) {
-  std::map<std::string, PoolStatus> old_pools;
-  for (const auto& p : status.pools) old_pools[p.name] = p;
-  JobPlan out;
-  out.in = placement_input(job, workers, old_pools, now);
-  if (capacity) out.in.capacity = capacity->nodes;
-  out.plan = plan_workers(out.in);
-  return out;
-}
 
 void log_plan(const std::string& key, const JobPlan& p, const std::optional<planner::ClusterCapacity>& capacity) {
   if (!spdlog::should_log(spdlog::level::debug)) return;
@@ -434,11 +389,13 @@ ReconcileResult Reconciler::reconcile(const std::string& key) {
   const double now = kube::to_seconds(std::chrono::system_clock::now());
   const std::string now_s = kube::format_time(std::chrono::system_clock::now());
   const SwarmJobStatus status = status_from_json(obj->value("status", json::object()));
-  const std::optional<SwarmJob> job = parse_or_fail(*obj, status, now_s);
+  std::optional<SwarmJob> job = parse_or_fail(*obj, status, now_s);
   if (!job) return result;
+  if (kueue_ && !kueue_default_queue_.empty()) job->labels.emplace(kueue::kQueueNameLabel, kueue_default_queue_);
   ensure_support_objects(*job);
 
   const Observation seen = observe(*job);
+  if (queued_path(*job)) return reconcile_queued(*job, key, *obj, status, seen, now, now_s);
   const JobPlan planned = plan_job(*job, seen.workers, seen.capacity, status, now);
   log_plan(key, planned, seen.capacity);
 

@@ -49,10 +49,15 @@ pinned_module() {
   } > "$dir/go.mod"
 }
 
+# Whether $BIN/$1 is there and reports $K8S_VERSION: built without the version -X flags (as this
+# script once did) it says v0.0.0-master, which clients that check the server's version refuse to
+# parse (Kueue's controller manager exits on it).
+versioned() { [ -x "$BIN/$1" ] && "$BIN/$1" --version 2>/dev/null | grep -qF "$K8S_VERSION"; }
+
 build_k8s() {
   local need=()
-  [ -x "$BIN/kube-apiserver" ] || need+=(kube-apiserver)
-  [ -x "$BIN/kube-scheduler" ] || need+=(kube-scheduler)
+  versioned kube-apiserver || need+=(kube-apiserver)
+  versioned kube-scheduler || need+=(kube-scheduler)
   if ! command -v kubectl >/dev/null 2>&1 && [ ! -x "$BIN/kubectl" ]; then need+=(kubectl); fi
   [ ${#need[@]} -eq 0 ] && return 0
   local staging="v0.${K8S_VERSION#v1.}"
@@ -62,9 +67,12 @@ build_k8s() {
   (cd "$dir" && "$GO" get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
                          "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" \
                          "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >&2)
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local ver="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+  ver+=" -X k8s.io/component-base/version.gitMinor=$minor"
   for b in "${need[@]}"; do
     log "go build $b"
-    (cd "$dir" && "$GO" build -trimpath -ldflags=-s -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2)
+    (cd "$dir" && "$GO" build -trimpath -ldflags="-s $ver" -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b" >&2)
     mv "$BIN/$b.tmp" "$BIN/$b"
   done
 }

@@ -33,7 +33,9 @@ RULES = {
     # The operator never reaches the data plane: its image carries no libtorch.
     "operator/api": ["common"],
     "operator/kube": ["common"],
-    "operator/controller": ["common", "planner", "registry", "operator/api", "operator/kube"],
+    # Kueue's workloads, admission and lifecycle: pure decisions on the SwarmJob's types.
+    "operator/kueue": ["common", "operator/api"],
+    "operator/controller": ["common", "planner", "registry", "operator/api", "operator/kube", "operator/kueue"],
 }
 # Libraries a folder must not include even as <...> headers: what its rule's reason forbids.
 FORBIDDEN_SYSTEM = {

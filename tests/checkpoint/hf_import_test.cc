@@ -190,7 +190,9 @@ TEST_F(HfImport, ASpecThatDoesNotFitTheCheckpointIsRefusedBeforeAnyProcessStarts
   index["weight_map"].erase("model.layers.3.mlp.down_proj.weight");
   std::ofstream(broken + "/model.safetensors.index.json", std::ios::trunc) << index.dump();
   std::string job = read_text(d + ".yaml");
-  job.replace(job.find(d), d.size(), broken);
+  // Every mention (the header comment names the folder too, before spec.model.init.from).
+  for (size_t at = job.find(d); at != std::string::npos; at = job.find(d, at + broken.size()))
+    job.replace(at, d.size(), broken);
   std::ofstream(broken + ".yaml") << job;
   const int rc = run({"local", broken + ".yaml", "--log-dir", broken + ".logs", "--no-progress"}, broken + ".log", 60);
   EXPECT_NE(rc, 0);

@@ -34,7 +34,8 @@ OUT=$(mktemp -d /tmp/swarm-cluster-e2e.XXXXXX)
 T0=$(date +%s)
 
 log() { echo "[e2e $(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-fail() { echo "FAIL: $*"; exit 1; }
+FAILED=""
+fail() { FAILED="FAIL: $* (at +$(( $(date +%s) - T0 ))s)"; echo "$FAILED"; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.2f", b - a}'; }
 k() { kubectl "$@"; }
@@ -55,16 +56,24 @@ diagnostics() {
   for p in $(k -n $OPNS get pods -o name 2>/dev/null); do echo "-- $p"; k -n $OPNS logs "$p" --tail 30 2>&1; done
   for p in $(k get pods -l swarm-operator.io/job=$JOB -o name 2>/dev/null); do echo "-- $p"; k logs "$p" --tail 15 2>&1; done
 }
+all_logs() {
+  for p in $(k -n $OPNS get pods -o name 2>/dev/null); do echo "-- $p"; k -n $OPNS logs "$p" --tail=-1 2>&1; done
+  for p in $(k get pods -A -l swarm-operator.io/job -o name 2>/dev/null); do echo "-- $p"; k logs "$p" --tail=-1 2>&1; done
+  echo "-- events"; k get events -A --sort-by=.lastTimestamp 2>&1
+}
 cleanup() {
   local rc=$?
   trap - EXIT
   kill $(jobs -p) 2>/dev/null
-  [ "$rc" -eq 0 ] || diagnostics
+  # Kept after the run (the folder $OUT goes): the whole of each pod's log, for a failure seen in CI.
+  [ "$rc" -eq 0 ] || { diagnostics 2>&1 | tee /tmp/swarm-cluster-e2e-diagnostics.log; all_logs > /tmp/swarm-cluster-e2e-logs.txt 2>&1; }
   log "tearing down"
   bash "$CL" down || rc=1
   local left
   if ! left=$(bash "$CL" leftovers); then echo "FAIL: cluster.sh down left behind:"; echo "$left"; rc=1; fi
   log "total $(( $(date +%s) - T0 )) s (FIGURE e2e_total_seconds $(( $(date +%s) - T0 )))"
+  # Said again last: the diagnostics above are long, and a log cut to its tail must still say why.
+  [ -z "$FAILED" ] || echo "$FAILED"
   rm -rf "$OUT"
   exit $rc
 }

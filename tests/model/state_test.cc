@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <utility>
 #include <torch/torch.h>
 
 #include "tests/model/test_util.h"
@@ -35,10 +37,9 @@ void expect_same_state(StageModel& a, StageOptimizer& oa, StageModel& b, StageOp
 
 class StateRoundTrip : public ::testing::TestWithParam<OptimizerConfig::Kind> {};
 
-TEST_P(StateRoundTrip, JoinerContinuesExactlyLikeDonor) {
-  const auto config = tiny_config(3);
+void joiner_continues_exactly_like_donor(const ModelConfig& config, OptimizerConfig::Kind kind) {
   OptimizerConfig oc;
-  oc.kind = GetParam();
+  oc.kind = kind;
   oc.lr = 1e-2;
   oc.warmup_steps = 2;
   oc.max_steps = 20;
@@ -68,6 +69,11 @@ TEST_P(StateRoundTrip, JoinerContinuesExactlyLikeDonor) {
     joiner_opt.step();
   }
   expect_same_state(*donor, donor_opt, *joiner, joiner_opt);
+}
+
+TEST_P(StateRoundTrip, JoinerContinuesExactlyLikeDonor) { joiner_continues_exactly_like_donor(tiny_config(3), GetParam()); }
+TEST_P(StateRoundTrip, LlamaJoinerContinuesExactlyLikeDonor) {
+  joiner_continues_exactly_like_donor(testing::tiny_llama_config(3), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, StateRoundTrip,
@@ -117,7 +123,10 @@ TEST(State, MismatchesThrowClearErrors) {
 
 // Where save_state's layout puts the optimizer kind byte (after magic, version, config, stage) and
 // the first parameter's name (after kind, step count, moment steps, parameter count).
-constexpr size_t kKindOffset = 8 + 4 + (7 * 8 + 1) + 8;
+// Version 2's gpt2 config of 3 stages: architecture, 5 sizes, the layer counts, the MLP width,
+// shared, eps.
+constexpr size_t kConfigBytes = 1 + 5 * 8 + (4 + 3 * 8) + (8 + 1 + 8);
+constexpr size_t kKindOffset = 8 + 4 + kConfigBytes + 8;
 constexpr size_t kFirstNameOffset = kKindOffset + 1 + 8 + 8 + 4;
 
 // `blob` cut at `at`, `tail` appended and the checksum recomputed: a well-sealed blob that
@@ -179,6 +188,59 @@ TEST(State, AnUnknownOptimizerKindIsRefusedNamingItsValue) {
   std::string rest = blob.substr(kKindOffset + 1, blob.size() - 8 - kKindOffset - 1);
   EXPECT_EQ(refusal(resealed(blob, kKindOffset, '\7' + rest), *s, o),
             "load_state: optimizer kind 7 is neither adamw (0) nor lamb (1)");
+}
+
+// What a build before architectures wrote (version 1: a 7 x i64 + u8 config, the blocks named by
+// their index within the stage) and version 2 (today's config, still local names) still load, into
+// the stage's global names.
+TEST(State, AVersion1BlobStillLoads) {
+  const auto config = tiny_config(3);  // 2 layers a stage: stage 1 holds block2 and block3
+  auto donor = make_stage(config, 1, 4);
+  StageOptimizer donor_opt(*donor, OptimizerConfig{});
+  const std::string v2 = save_state(*donor, donor_opt);
+  std::string v1 = v2.substr(0, 8) + bytes_of<uint32_t>(1);
+  for (int64_t v : {config.vocab_size, config.hidden_size, config.num_heads, int64_t{2}, config.sequence_length,
+                    int64_t{4}, config.num_stages}) {
+    v1 += bytes_of<int64_t>(v);
+  }
+  v1 += '\0';  // not shared
+  std::string rest = v2.substr(8 + 4 + kConfigBytes, v2.size() - 8 - (8 + 4 + kConfigBytes));
+  for (const auto& [global, local] : {std::pair<std::string, std::string>{"block2.", "block0."}, {"block3.", "block1."}}) {
+    for (size_t at = rest.find(global); at != std::string::npos; at = rest.find(global, at + 1)) {
+      rest.replace(at, global.size(), local);
+    }
+  }
+  v1 = resealed(v1, v1.size(), rest);
+  auto joiner = make_stage(config, 1, 5);
+  StageOptimizer joiner_opt(*joiner, OptimizerConfig{});
+  EXPECT_EQ(refusal(v1, *joiner, joiner_opt), "");
+  EXPECT_EQ(param_fingerprint(*joiner), param_fingerprint(*donor));
+  // Version 2 (architectures, still local names) loads too.
+  std::string v2_local = v2.substr(0, 8) + bytes_of<uint32_t>(2) + v2.substr(12, kConfigBytes);
+  v2_local = resealed(v2_local, v2_local.size(), rest);
+  auto joiner2 = make_stage(config, 1, 6);
+  StageOptimizer joiner2_opt(*joiner2, OptimizerConfig{});
+  EXPECT_EQ(refusal(v2_local, *joiner2, joiner2_opt), "");
+  EXPECT_EQ(param_fingerprint(*joiner2), param_fingerprint(*donor));
+  // A version this build does not know is refused by name.
+  std::string v9 = v2;
+  v9.replace(8, 4, bytes_of<uint32_t>(9));
+  EXPECT_EQ(refusal(resealed(v9, v9.size() - 8, ""), *joiner, joiner_opt),
+            "load_state: state version 9, this build reads versions 1 to 3");
+}
+
+// A llama blob is refused by a gpt2 stage of the same sizes, and the message names both.
+TEST(State, AnotherArchitectureIsRefusedNamingBoth) {
+  const auto llama = testing::tiny_llama_config(3);
+  auto gpt2 = tiny_config(3);
+  gpt2.stage_layers = llama.stage_layers;
+  auto s_llama = make_stage(llama, 1, 1);
+  StageOptimizer o_llama(*s_llama, OptimizerConfig{});
+  auto s_gpt2 = make_stage(gpt2, 1, 1);
+  StageOptimizer o_gpt2(*s_gpt2, OptimizerConfig{});
+  const std::string why = refusal(save_state(*s_llama, o_llama), *s_gpt2, o_gpt2);
+  EXPECT_NE(why.find("of model {llama vocab=64"), std::string::npos) << why;
+  EXPECT_NE(why.find("of model {gpt2 vocab=64"), std::string::npos) << why;
 }
 
 TEST(Grads, FlattenUnflattenRoundTrip) {

@@ -20,6 +20,24 @@ inline ModelConfig tiny_config(int64_t stages = 3, bool shared = false) {
   return c;
 }
 
+// A small llama: 3 uneven stages, grouped-query attention (4 query heads over 2 k/v heads) with a
+// head width (12) other than hidden / heads (8), Llama 3 rope scaling (the context of 8 positions
+// it was "trained" for is shorter than the 16 used, so every frequency band is exercised),
+// attention biases, no MLP biases.
+inline ModelConfig tiny_llama_config(int64_t stages = 3) {
+  ModelConfig c = tiny_config(stages);
+  c.architecture = Architecture::Llama;
+  if (stages == 3) c.stage_layers = {1, 2, 1};
+  c.llama.intermediate_size = 48;
+  c.llama.num_kv_heads = 2;
+  c.llama.head_dim = 12;
+  c.llama.rms_norm_eps = 1e-6;
+  c.llama.rope_theta = 500.0;
+  c.llama.rope_scaling = {4.0, 1.0, 4.0, 8};
+  c.llama.attention_bias = true;
+  return c;
+}
+
 inline torch::Tensor random_tokens(const ModelConfig& c, int64_t batch, int64_t seq,
                                    uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);

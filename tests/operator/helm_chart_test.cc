@@ -68,6 +68,9 @@ progress:
 networkPolicy:
   enabled: true
   monitoringNamespace: prom
+kueue:
+  enabled: true
+  defaultQueueName: team-queue
 podAnnotations:
   prometheus.io/scrape: "true"
 resources:
@@ -194,6 +197,10 @@ TEST_F(HelmChartApplied, DefaultsApplyAndTheServiceAccountCanRunTheOperator) {
   EXPECT_FALSE(allowed("update", "swarm-operator.io", "swarmjobs", "team-a"));
   EXPECT_FALSE(allowed("get", "networking.k8s.io", "networkpolicies", "team-a"));  // least privilege: off
   EXPECT_FALSE(allowed("create", "networking.k8s.io", "networkpolicies", "team-a"));
+  EXPECT_FALSE(allowed("list", "kueue.x-k8s.io", "workloads", "team-a"));  // Kueue: off by default
+  EXPECT_FALSE(allowed("patch", "kueue.x-k8s.io", "workloads", "team-a", "status"));
+  EXPECT_FALSE(allowed("list", "kueue.x-k8s.io", "resourceflavors", ""));
+  EXPECT_FALSE(allowed("patch", "swarm-operator.io", "swarmjobs", "team-a"));
 
   // The operator itself, authenticated as that ServiceAccount (a TokenRequest token): it must
   // take the Lease in the release namespace and run a job, which exercises every rule it needs.
@@ -262,7 +269,8 @@ TEST_F(HelmChartApplied, NonDefaultValuesRenderAsAsked) {
   for (const char* arg : {"--namespace=team-a", "--workers=8", "--log-level=debug", "--metrics-bind=0.0.0.0:9090",
                           "--progress-period=5", "--progress-timeout=2", "--progress-window=30",
                           "--registry-url-template=http://{job}-registry.{namespace}.svc.cluster.example:7400",
-                          "--network-policies", "--monitoring-namespace=prom"})
+                          "--network-policies", "--monitoring-namespace=prom", "--kueue",
+                          "--kueue-default-queue=team-queue"})
     EXPECT_TRUE(has_arg(c, arg)) << arg << " missing: " << c["args"].dump();
   EXPECT_EQ(objs.at("Service/swarm-operator-metrics")["spec"]["ports"][0]["port"], 9090);
   // networkPolicy.enabled: the ClusterRole may manage NetworkPolicies (the default has no such rule,
@@ -275,6 +283,15 @@ TEST_F(HelmChartApplied, NonDefaultValuesRenderAsAsked) {
     EXPECT_EQ(rule["verbs"], json::array({"get", "create", "delete", "patch"}));
   }
   EXPECT_EQ(policy_rules, 1) << objs.at("ClusterRole/swarm-operator").dump(2);
+  // kueue.enabled: Workloads and their status, flavors and priority classes read, spec.suspend.
+  std::map<std::string, json> kueue_rules;
+  for (const auto& rule : objs.at("ClusterRole/swarm-operator")["rules"])
+    for (const auto& r : rule["resources"]) kueue_rules[rule["apiGroups"][0].get<std::string>() + "/" + r.get<std::string>()] = rule["verbs"];
+  EXPECT_EQ(kueue_rules["kueue.x-k8s.io/workloads"], json::array({"get", "list", "watch", "create", "delete", "patch"}));
+  EXPECT_EQ(kueue_rules["kueue.x-k8s.io/workloads/status"], json::array({"get", "patch"}));
+  EXPECT_EQ(kueue_rules["kueue.x-k8s.io/resourceflavors"], json::array({"get", "list", "watch"}));
+  EXPECT_EQ(kueue_rules["kueue.x-k8s.io/workloadpriorityclasses"], json::array({"get", "list", "watch"}));
+  EXPECT_EQ(kueue_rules["swarm-operator.io/swarmjobs/finalizers"], json::array({"update"}));
   // Every flag the chart passes is one the operator accepts: with them it gets as far as loading
   // its (here missing) kubeconfig, past CLI11's checks of names and values.
   std::string cmd = std::string(SWARM_BINARY_DIR) + "/bin/swarm-operator";

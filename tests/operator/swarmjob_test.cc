@@ -241,5 +241,45 @@ TEST(Status, ExportedModelAppearsOnceSetAndRoundTrips) {
   EXPECT_EQ(status_from_json({{"exportedModel", "m"}, {"exportedStep", "x"}}).exported_step, 0);
 }
 
+TEST(SwarmJob, SuspendIsAnOperatorFieldABooleanAndTheLabelsAreRead) {
+  json obj = job({{"suspend", true}});
+  obj["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "team-a"}};
+  const SwarmJob j = parse_swarmjob(obj);
+  EXPECT_TRUE(j.op.suspend);
+  EXPECT_EQ(j.labels.at("kueue.x-k8s.io/queue-name"), "team-a");
+  EXPECT_FALSE(process_manifest(j)["spec"].contains("suspend"));  // not the workers' business
+  EXPECT_FALSE(parse_swarmjob(job(json::object())).op.suspend);
+  try {
+    parse_swarmjob(job({{"suspend", "yes"}}));
+    ADD_FAILURE() << "a string accepted as spec.suspend";
+  } catch (const SpecError& e) {
+    ASSERT_EQ(e.errors().size(), 1u);
+    EXPECT_EQ(e.errors()[0], "spec.suspend: must be a boolean, got \"yes\"");
+  }
+}
+
+TEST(Status, QueueRoundTripsAndIsAbsentWithoutKueue) {
+  EXPECT_FALSE(to_json(SwarmJobStatus{}).contains("queue"));
+  SwarmJobStatus s;
+  s.phase = "Draining";
+  s.queue = QueueStatus{};
+  s.queue->name = "team-a";
+  s.queue->cluster_queue = "cq";
+  s.queue->workloads = {"j-core", "j-ext"};
+  s.queue->admitted_workers = 6;
+  s.queue->admission = "workers 6 on spot";
+  s.queue->evictions = 2;
+  s.queue->last_eviction_reason = "Preempted";
+  s.queue->last_eviction_message = "to accommodate a workload";
+  s.queue->last_eviction_time = "2026-12-03T10:05:00Z";
+  const json j = to_json(s);
+  EXPECT_EQ(j["queue"]["lastEviction"]["reason"], "Preempted");
+  EXPECT_EQ(j["queue"]["clusterQueue"], "cq");
+  const SwarmJobStatus back = status_from_json(j);
+  ASSERT_TRUE(back.queue);
+  EXPECT_TRUE(*back.queue == *s.queue);
+  EXPECT_EQ(back.phase, "Draining");
+}
+
 }  // namespace
 }  // namespace swarm::op

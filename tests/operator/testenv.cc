@@ -319,7 +319,9 @@ void TestEnv::start_fake_kubelet() {
             if (kube::to_seconds(std::chrono::system_clock::now()) - since > 1.0) client_->remove(path, 0);
             continue;
           }
-          if (p["status"].value("phase", "") == "Running") continue;
+          // Running already, or ended (a test wrote Succeeded/Failed: the container exited).
+          const std::string phase = p["status"].value("phase", "");
+          if (phase == "Running" || phase == "Succeeded" || phase == "Failed") continue;
           auto n = client_->get_if_exists("/api/v1/nodes/" + node);
           if (!n) continue;
           const std::string now = kube::format_time(std::chrono::system_clock::now());

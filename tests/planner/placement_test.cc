@@ -88,6 +88,39 @@ TEST(Placement, ReclaimNoticeDeletesWithGraceAndReplacesAtOnce) {
   EXPECT_EQ(plan.creates[0].reason, "Replacement");
 }
 
+TEST(Placement, StageTargetsAreWhatEachStageGetsNeverMore) {
+  // A quota admitted 3 workers for stage 0 and 1 for stage 1 (perStage says 2, maxPerStage 3).
+  auto in = input(2, 2, {pool("us", 100), pool("eu", 50)});
+  in.stage_targets = {3, 1};
+  EXPECT_EQ(desired_workers(in, 0), 3);
+  EXPECT_EQ(most_workers(in, 1), 1);
+  auto plan = plan_workers(in);
+  std::map<int, int> stages;
+  for (const auto& c : plan.creates) ++stages[c.stage];
+  EXPECT_EQ(stages, (std::map<int, int>{{0, 3}, {1, 1}}));
+
+  // The admission shrinks (an extension evicted): the surplus goes, ready workers with their grace.
+  in.stage_targets = {1, 1};
+  in.workers = {worker("a", 0, "us", 0), worker("b", 0, "us", 1), worker("c", 0, "eu", 2), worker("d", 1, "us", 3)};
+  plan = plan_workers(in);
+  EXPECT_TRUE(plan.creates.empty());
+  ASSERT_EQ(plan.deletes.size(), 2u);
+  EXPECT_EQ(plan.deletes[0].name, "c");  // least preferred pool first
+  EXPECT_EQ(plan.deletes[0].grace_seconds, 30);
+  EXPECT_EQ(plan.deletes[1].name, "b");
+
+  // A reclaimed worker is still replaced inside the target; no move-back surges past it.
+  in.workers = {worker("a", 0, "eu", 0), worker("d", 1, "us", 3)};
+  in.workers[0].notice = Notice{"GKESpotTermination", 30, false};
+  plan = plan_workers(in);
+  ASSERT_EQ(plan.creates.size(), 1u);
+  EXPECT_EQ(plan.creates[0].stage, 0);
+  EXPECT_EQ(plan.creates[0].replaces, "a");
+  in.workers = {worker("a", 0, "eu", 0), worker("d", 1, "us", 3)};
+  plan = plan_workers(in);
+  EXPECT_TRUE(plan.creates.empty()) << "a move-back to us would surge past the target";
+}
+
 TEST(Placement, LostNodeDeletesAtOnce) {
   auto in = input(2, 1, {pool("us", 100)});
   in.workers = {worker("w0", 0, "us", 0), worker("w1", 1, "us", 1)};

@@ -9,6 +9,7 @@
 #include <thread>
 #include <fstream>
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -27,13 +28,16 @@
 namespace swarm::runtime {
 namespace {
 
-// "block<j>.<p>" of stage `s` -> "blocks.<g>.<p>"; other names as they are.
-std::string global_name(const model::ModelConfig& c, int64_t s, const std::string& local) {
-  if (local.rfind("block", 0) != 0) return local;
-  const size_t dot = local.find('.');
-  const int64_t j = std::stoll(local.substr(5, dot - 5));
-  const int64_t g = c.gpt2.shared_layers ? s : c.first_layer(s) + j;
-  return "blocks." + std::to_string(g) + local.substr(dot);
+// A stage's parameter name as the file names it: "block<g>.<p>" and "shared_block<s>.<p>" become
+// "blocks.<g>.<p>" / "blocks.<s>.<p>"; the others stay as they are.
+std::string exported_name(const std::string& name) {
+  for (const char* prefix : {"block", "shared_block"}) {
+    const size_t n = std::char_traits<char>::length(prefix);
+    if (name.rfind(prefix, 0) == 0 && n < name.size() && std::isdigit(static_cast<unsigned char>(name[n]))) {
+      return "blocks." + name.substr(n);
+    }
+  }
+  return name;
 }
 
 // What model_config_json wrote (and, without "model_type", what exports before architectures
@@ -157,7 +161,7 @@ std::vector<std::pair<std::string, at::Tensor>> exported_tensors(
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& st : stages)
     for (const auto& p : st->named_parameters())
-      out.emplace_back(global_name(st->config(), st->stage_index(), p.key()), p.value());
+      out.emplace_back(exported_name(p.key()), p.value());
   return out;
 }
 
@@ -221,11 +225,12 @@ static ExportResult write_export(const JobSpec& spec, const std::vector<std::sha
   return r;
 }
 
-ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret,
-                          const std::string& out_path) {
+std::vector<std::shared_ptr<model::StageModel>> load_checkpointed_stages(const JobSpec& spec,
+                                                                       const CheckpointLocation& where,
+                                                                       const std::string& secret, int64_t* step) {
   const auto config = model_config(spec);
   const int stages = static_cast<int>(config.num_stages);
-  const int64_t step = common_step(where, stages);
+  *step = common_step(where, stages);
   const std::string key = checkpoint_key(secret);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int s = 0; s < stages; ++s) {
@@ -233,21 +238,32 @@ ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, 
     model::StageOptimizer opt(*m, optimizer_config(spec));
     CheckpointFile found;
     for (const auto& c : list_checkpoints(where, s))
-      if (c.step == step) found = c;
+      if (c.step == *step) found = c;
     model::load_state(open_checkpoint(where, found, s, key), *m, opt);
     models.push_back(std::move(m));
   }
-  return write_export(spec, models, step, out_path, where.s3);
+  return models;
 }
 
-ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
+std::vector<std::shared_ptr<model::StageModel>> initial_stages(const JobSpec& spec) {
   const auto config = model_config(spec);
   std::vector<std::shared_ptr<model::StageModel>> models;
   for (int64_t s = 0; s < config.num_stages; ++s) {
     models.push_back(model::make_stage(config, s, stage_seed(spec)));
     load_model_init(spec, *models.back());  // spec.model.init: the checkpoint's tensors are the initial ones
   }
-  return write_export(spec, models, 0, out_path, spec.checkpoint.s3);
+  return models;
+}
+
+ExportResult export_model(const JobSpec& spec, const CheckpointLocation& where, const std::string& secret,
+                          const std::string& out_path) {
+  int64_t step = 0;
+  const auto models = load_checkpointed_stages(spec, where, secret, &step);
+  return write_export(spec, models, step, out_path, where.s3);
+}
+
+ExportResult export_initial(const JobSpec& spec, const std::string& out_path) {
+  return write_export(spec, initial_stages(spec), 0, out_path, spec.checkpoint.s3);
 }
 
 std::optional<ExportResult> export_after_training(const JobSpec& spec, const CheckpointLocation& where,
@@ -334,7 +350,7 @@ ExportedModel load_exported(const std::string& path, const CheckpointS3Spec& s3)
   for (int64_t s = 0; s < m.config.num_stages; ++s) {
     auto st = model::make_stage(m.config, s, 0);
     for (auto& p : st->named_parameters()) {
-      const std::string name = global_name(m.config, s, p.key());
+      const std::string name = exported_name(p.key());
       const auto t = by_name.find(name);
       if (t == by_name.end()) throw std::runtime_error("model " + path + ": tensor " + name + " is missing");
       if (t->second.sizes() != p.value().sizes())

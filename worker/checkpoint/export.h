@@ -81,6 +81,15 @@ std::optional<std::string> export_at_end(const JobSpec& spec, const CheckpointLo
 std::optional<ExportResult> export_after_training(const JobSpec& spec, const CheckpointLocation& checkpoints,
                                                  const std::string& secret, int64_t min_step, double wait_seconds);
 
+// Every stage of the job at the newest step they all checkpointed (*step), as export_model reads
+// them. Throws as export_model does.
+std::vector<std::shared_ptr<model::StageModel>> load_checkpointed_stages(const JobSpec& spec,
+                                                                       const CheckpointLocation& checkpoints,
+                                                                       const std::string& secret, int64_t* step);
+
+// The job's initial stages: each from its seed, or from spec.model.init's checkpoint.
+std::vector<std::shared_ptr<model::StageModel>> initial_stages(const JobSpec& spec);
+
 // The job's initial parameters (every stage from its seed, step 0), written as export_model
 // writes a trained model: the "before" of a run.
 ExportResult export_initial(const JobSpec& spec, const std::string& out_path);

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "worker/model/arch_table.h"
 #include "worker/model/stage.h"
 
 namespace swarm::model {
@@ -24,22 +25,20 @@ void copy_module(const torch::nn::Module& from, torch::nn::Module& to) {
 
 }  // namespace
 
-TransformerLM::TransformerLM(const ModelConfig& config, uint64_t seed) : config_(config) {
+TransformerLM::TransformerLM(const ModelConfig& config, uint64_t seed) : config_(config), rope_(config) {
   validate(config);
-  if (config.is_llama()) throw std::invalid_argument("TransformerLM: architecture llama is not built yet");
   embed_ = register_module("embed", std::make_shared<EmbeddingLayer>(config));
   for (int64_t s = 0; s < config.num_stages; ++s) {
     const int64_t per_stage = config.gpt2.shared_layers ? 1 : config.layers_in(s);
     for (int64_t j = 0; j < per_stage; ++j) {
-      blocks_.push_back(register_module(global_block_name(config, s, j),
-                                        std::make_shared<TransformerBlock>(config)));
+      blocks_.push_back(register_module(global_block_name(config, s, j), make_layer(config)));
     }
   }
   head_ = register_module("head", std::make_shared<OutputHead>(config));
   reset_parameters(seed);
 }
 
-const std::shared_ptr<TransformerBlock>& TransformerLM::block_at(int64_t stage, int64_t j) const {
+const std::shared_ptr<DecoderLayer>& TransformerLM::block_at(int64_t stage, int64_t j) const {
   if (config_.gpt2.shared_layers) return blocks_.at(static_cast<size_t>(stage));
   return blocks_.at(static_cast<size_t>(config_.first_layer(stage) + j));
 }
@@ -62,8 +61,9 @@ torch::Tensor TransformerLM::forward(const torch::Tensor& tokens) {
                                 std::to_string(config_.sequence_length) + "]");
   }
   auto x = embed_->forward(tokens.to(embed_->tokens.device()));
+  const RotaryTables rope = rope_.get(x.size(1), x.device());
   for (int64_t s = 0; s < config_.num_stages; ++s) {
-    for (int64_t j = 0; j < config_.layers_in(s); ++j) x = block_at(s, j)->forward(x);
+    for (int64_t j = 0; j < config_.layers_in(s); ++j) x = block_at(s, j)->forward(x, rope);
   }
   return head_->forward(x);
 }

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "worker/model/config.h"
+#include "worker/model/layer.h"
+#include "worker/model/llama.h"
 #include "worker/model/transformer.h"
 
 namespace swarm::model {
@@ -33,7 +35,7 @@ class TransformerLM : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
   // Block applied at stage s, layer j (the stage's shared block when shared_layers).
-  const std::shared_ptr<TransformerBlock>& block_at(int64_t stage, int64_t j) const;
+  const std::shared_ptr<DecoderLayer>& block_at(int64_t stage, int64_t j) const;
   const std::shared_ptr<EmbeddingLayer>& embedding() const { return embed_; }
   const std::shared_ptr<OutputHead>& head() const { return head_; }
 
@@ -41,8 +43,9 @@ class TransformerLM : public torch::nn::Module {
   ModelConfig config_;
   std::shared_ptr<EmbeddingLayer> embed_;
   // total_layers() blocks ("block<g>"), or num_stages ("shared_block<s>").
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::vector<std::shared_ptr<DecoderLayer>> blocks_;
   std::shared_ptr<OutputHead> head_;
+  RotaryCache rope_;
 };
 
 std::shared_ptr<TransformerLM> make_reference_model(const ModelConfig& config, uint64_t seed);

@@ -1,5 +1,7 @@
 #include "worker/model/stage.h"
 
+#include "worker/model/arch_table.h"
+
 #include <torch/torch.h>
 
 #include <sstream>
@@ -17,20 +19,16 @@ std::string shape_str(const torch::Tensor& t) {
 }  // namespace
 
 StageModel::StageModel(const ModelConfig& config, int64_t stage_index, uint64_t seed)
-    : config_(config), stage_index_(stage_index) {
+    : config_(config), stage_index_(stage_index), rope_(config) {
   validate(config);
   if (stage_index < 0 || stage_index >= config.num_stages) {
     throw std::invalid_argument("StageModel: stage " + std::to_string(stage_index) +
                                 " outside [0, " + std::to_string(config.num_stages) + ")");
   }
   if (is_first()) embed_ = register_module("embed", std::make_shared<EmbeddingLayer>(config));
-  if (config.is_llama()) {
-    throw std::invalid_argument("StageModel: architecture llama is not built yet (worker/model/llama.h)");
-  }
   const int64_t n_blocks = config.gpt2.shared_layers ? 1 : config.layers_in(stage_index);
   for (int64_t j = 0; j < n_blocks; ++j) {
-    blocks_.push_back(
-        register_module("block" + std::to_string(j), std::make_shared<TransformerBlock>(config)));
+    blocks_.push_back(register_module(global_block_name(config, stage_index, j), make_layer(config)));
   }
   if (is_last()) head_ = register_module("head", std::make_shared<OutputHead>(config));
   reset_parameters(seed);
@@ -48,7 +46,7 @@ void StageModel::reset_parameters(uint64_t seed) {
 torch::Tensor StageModel::forward(const torch::Tensor& input) {
   if (!input.defined()) throw std::invalid_argument("StageModel::forward: undefined input");
   torch::Tensor x;
-  const auto& ref = blocks_.front()->ln1_weight;  // dtype/device of the parameters
+  const auto& ref = blocks_.front()->reference_parameter();  // dtype/device of the parameters
   if (is_first()) {
     if (input.dim() != 2 || input.scalar_type() != torch::kLong) {
       throw std::invalid_argument("stage 0 expects int64 token ids [B,T], got " +
@@ -84,8 +82,9 @@ torch::Tensor StageModel::forward(const torch::Tensor& input) {
     }
     x = input.to(ref.device(), ref.scalar_type());
   }
+  const RotaryTables rope = rope_.get(x.size(1), ref.device());
   for (int64_t j = 0; j < config_.layers_in(stage_index_); ++j) {
-    x = blocks_[config_.gpt2.shared_layers ? 0 : j]->forward(x);
+    x = blocks_[config_.gpt2.shared_layers ? 0 : j]->forward(x, rope);
   }
   if (head_) x = head_->forward(x);
   return x;

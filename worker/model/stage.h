@@ -3,8 +3,9 @@
 //   middle stages    : hidden [B,T,H] -> hidden [B,T,H]          (blocks)
 //   last stage       : hidden [B,T,H] -> logits [B,T,V]          (blocks + LN + LM head)
 //   single stage     : ids -> logits
-// Parameter names: "embed.tokens", "embed.positions", "block<j>.<p>" (j local to the stage;
-// "block0" only when shared_layers), "head.ln_weight", "head.ln_bias", "head.weight".
+// Parameter names, in order: arch_table.h's stage_tensors(config, stage) — the embedding's
+// ("embed.tokens", gpt2's "embed.positions"), every layer's "block<g>.<p>" with g the layer's
+// *global* index (gpt2 with shared_layers: "shared_block<stage>.<p>"), the head's.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "worker/model/config.h"
+#include "worker/model/layer.h"
+#include "worker/model/llama.h"
 #include "worker/model/transformer.h"
 
 namespace swarm::model {
@@ -41,17 +44,19 @@ class StageModel : public torch::nn::Module {
   const ModelConfig& config() const { return config_; }
 
   // Submodules (null where the stage has none). blocks() has layers_in(stage) entries, or one
-  // entry when gpt2.shared_layers (applied layers_in(stage) times).
+  // entry when gpt2.shared_layers (applied layers_in(stage) times): TransformerBlock (gpt2) or
+  // LlamaBlock (llama).
   const std::shared_ptr<EmbeddingLayer>& embedding() const { return embed_; }
-  const std::vector<std::shared_ptr<TransformerBlock>>& blocks() const { return blocks_; }
+  const std::vector<std::shared_ptr<DecoderLayer>>& blocks() const { return blocks_; }
   const std::shared_ptr<OutputHead>& head() const { return head_; }
 
  private:
   ModelConfig config_;
   int64_t stage_index_;
   std::shared_ptr<EmbeddingLayer> embed_;
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::vector<std::shared_ptr<DecoderLayer>> blocks_;
   std::shared_ptr<OutputHead> head_;
+  RotaryCache rope_;
 };
 
 // Bit-identical parameters for the same (config, stage, seed) on every process; equal to the

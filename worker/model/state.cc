@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "worker/model/arch_table.h"
 #include "worker/model/optimizer.h"
 #include "worker/model/stage.h"
 
@@ -13,8 +14,11 @@ namespace swarm::model {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'W', 'M', 'S', 'T', 'A', 'T', 'E'};
-constexpr uint32_t kVersion = 2;        // written
+// 3: blocks named by their global layer index ("block<g>"); 2: architectures, blocks named by their
+// index within the stage; 1: gpt2 only, local names.
+constexpr uint32_t kVersion = 3;        // written
 constexpr uint32_t kOldestVersion = 1;  // still read (gpt2 blobs from before architectures)
+constexpr uint32_t kFirstGlobalNames = 3;
 constexpr int kMaxDims = 8;
 
 // Fast non-cryptographic 64-bit hash, 8 bytes at a time.
@@ -213,10 +217,27 @@ ModelConfig get_config_v1(Reader& r) {
     *f = r.get<int64_t>("config");
   }
   c.gpt2.shared_layers = r.get<uint8_t>("config") != 0;
-  c.gpt2.intermediate_size = mlp_ratio * c.hidden_size;
+  // Read from a file: the product is checked before it is formed (the config's own checks come later).
+  if (__builtin_mul_overflow(mlp_ratio, c.hidden_size, &c.gpt2.intermediate_size))
+    Reader::fail("config with mlp ratio " + std::to_string(mlp_ratio) + " x hidden size " + std::to_string(c.hidden_size));
   if (c.num_stages < 0 || c.num_stages > 4096) Reader::fail("config with " + std::to_string(c.num_stages) + " stages");
   c.set_uniform_layers(per_stage);
   return c;
+}
+
+// Versions 1 and 2 named a stage's blocks by their index within the stage ("block<j>.<p>");
+// today's names carry the layer's global index (arch_table.h: global_block_name).
+std::string local_to_global_name(const std::string& name, const ModelConfig& c, int64_t stage) {
+  const size_t dot = name.find('.');
+  if (name.rfind("block", 0) != 0 || dot == std::string::npos || dot == 5 || stage < 0 || stage >= c.num_stages) {
+    return name;
+  }
+  int64_t j = 0;
+  for (size_t i = 5; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9' || j > 1000000) return name;
+    j = j * 10 + (name[i] - '0');
+  }
+  return global_block_name(c, stage, j) + name.substr(dot);
 }
 
 uint64_t checksum(const char* data, size_t n) { return state_checksum(data, n); }
@@ -297,7 +318,9 @@ void load_state(const std::string& bytes, StageModel& model, StageOptimizer& opt
   }
   std::vector<torch::Tensor> p_in, m_in, v_in;
   for (size_t i = 0; i < n; ++i) {
-    const std::string name = r.get_string("parameter name");
+    const std::string name = version < kFirstGlobalNames
+                                 ? local_to_global_name(r.get_string("parameter name"), cfg, stage)
+                                 : r.get_string("parameter name");
     if (name != names[i]) {
       Reader::fail("parameter " + std::to_string(i) + " is '" + name + "', expected '" +
                    names[i] + "'");
