@@ -184,6 +184,13 @@ bool StepBook::everyone_joined(const Group& g, const Step& rd, int stage, const 
     }
     if (!g.joined.count(w.peer_id)) return false;
   }
+  // A member granted a claim it has not yet admitted work under (a gone peer's claim moved to it
+  // with a retry, after it joined) owes the step that work: it goes back to admit it (its view of
+  // its own claim says so) and joins again. Closed now, the step would average that much short.
+  for (const auto& [id, m] : g.joined) {
+    auto a = rd.shares.find(id);
+    if (a != rd.shares.end() && !a->second.gone && a->second.claim > a->second.used) return false;
+  }
   // No joined peer live (a registry that has not heard them yet): nobody to average, not complete.
   for (const auto& [id, m] : g.joined)
     if (peers.is_live(id, now)) return true;

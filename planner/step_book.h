@@ -27,7 +27,8 @@
 // `attempt` (a retry after a failed all-reduce uses attempt + 1, a fresh group). A group gathers
 // until the step is full, no gone peer's work is awaited and every live worker of the stage has
 // joined, except a draining one (state "draining": it is leaving) that holds no claim of the
-// step; or until `gather_seconds` have passed since its first join, counted only while the step
+// step, and no joined peer holds a claim it has not admitted work under (a retry's transfer granted
+// after it joined: it leaves to admit that work); or until `gather_seconds` have passed since its first join, counted only while the step
 // is full and nothing is awaited. A step that is not full never closes: no stage steps on fewer
 // samples than its global batch, and a stage with no live peer to fill it steps not at all. A
 // gone peer's owed work is awaited for kRetrySeconds (at most half the gather window) after it

@@ -152,5 +152,33 @@ TEST(StepBookClaims, TransfersComeOnlyFromPeersThatAreGone) {
   EXPECT_EQ(book.claims(0, 0), 16);
 }
 
+// A gone peer's claim that moves to a peer already in the step's group (the retry of its work
+// reached that peer after it joined) holds the group: closed then, the step would average the
+// moved samples short. It completes once that peer has done the work and joined again.
+TEST(StepBookClaims, AGroupWaitsForAMembersClaimGrantedAfterItJoined) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
+  book.claim(0, 3, "b", ask(16, 16, 16), 32, t, 1);
+  ASSERT_EQ(book.join(0, 3, 0, member("b", 16), 10, 1.0), JoinResult::Joined);
+  book.abandon(0, "a", 2);
+  t.remove("a");
+  EXPECT_EQ(book.group(0, 3, 0, t, 2.05).state, GroupView::Gathering);  // a's retries are awaited
+  // The retry's transfer moves a's owed 8 to b, which is still a member.
+  ProgressView v = book.claim(0, 3, "b", ask(16, 16, 24, 8, {{"a", 8}}), 32, t, 2.1);
+  EXPECT_EQ(v.granted, 24);
+  GroupView g = book.group(0, 3, 0, t, 2.15);
+  EXPECT_EQ(g.state, GroupView::Gathering);
+  EXPECT_TRUE(g.awaiting.empty());
+  // b admits and finishes the retry, then joins again with 24 samples: complete.
+  book.claim(0, 3, "b", ask(24, 24, 24), 32, t, 2.3);
+  ASSERT_EQ(book.join(0, 3, 0, member("b", 24), 10, 2.3), JoinResult::Joined);
+  g = book.group(0, 3, 0, t, 2.35);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  ASSERT_EQ(g.members.size(), 1u);
+  EXPECT_EQ(g.members[0].samples, 24);
+  EXPECT_EQ(g.unretried, 0);
+}
+
 }  // namespace
 }  // namespace swarm::planner

@@ -265,8 +265,12 @@ TEST(StepBookGroup, AGroupAwaitsTheRetriesOfAGonePeersOwedWork) {
   EXPECT_EQ(g.awaiting, (std::vector<std::string>{"c"}));
   // b takes both retries over, computes them and joins again.
   book.claim(0, 0, "b", ask(12, 12, 20, 4, {{"c", 4}, {"c", 4}}), 32, t, 2.2);
-  g = book.group(0, 0, 0, t, 2.3);
+  g = book.group(0, 0, 0, t, 2.25);
   EXPECT_TRUE(g.awaiting.empty());
+  EXPECT_EQ(g.state, GroupView::Gathering);  // b holds 8 it has not yet done
+  book.claim(0, 0, "b", ask(20, 20, 20), 32, t, 2.3);
+  book.join(0, 0, 0, member("b", 20), 10, 2.3);
+  g = book.group(0, 0, 0, t, 2.35);
   EXPECT_EQ(g.state, GroupView::Ready);
   EXPECT_EQ(g.unretried, 0);  // every owed sample was taken over
   // Retries that never come (the trainer gave the microbatch up) hold the step kRetrySeconds.

@@ -382,7 +382,13 @@ bool StageServer::Impl::reopens(const planner::GroupView& g) {
     closing_since = 0;
     return true;
   }
-  if (g.awaiting.empty() || leaving) return false;
+  if (leaving) return false;
+  if (claimed > claim_used) {
+    // Granted since it joined (a gone peer's claim moved here with a retry of its work): that
+    // work is this step's, and the group waits for it (planner/step_book.h, Matchmaking).
+    return true;
+  }
+  if (g.awaiting.empty()) return false;
   // Retries of a gone peer's owed work wait here: admitted under its claim, they finish this
   // step, as on the other stages (planner/step_book.h, Claims).
   for (const auto& t : queue.demand(activations.ids(step.load())).transfers)
