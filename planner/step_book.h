@@ -157,8 +157,8 @@ class StepBook {
   // abandoned in), unless it is a member of that step's newest Ready group (then the step's
   // averaging already holds them). Its claim stays in the step (see Claims): what it owed
   // moves to the peers that retry it. 0 when it reported nothing (or nothing positive). The
-  // caller counts the result as lost. Limitation: a member that dies after its group froze but
-  // before sending its gradient is not counted here (the group's leader retries without it).
+  // caller counts the result as lost. A member that dies after its group froze but before
+  // sending its gradient is counted by the group's leader, which averages without it.
   // `owed`, if given, is set to the samples of its claim it had not done (retries take them over).
   int64_t abandon(int stage, const std::string& peer, double now = 0, int64_t* owed = nullptr);
 

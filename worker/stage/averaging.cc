@@ -346,6 +346,16 @@ StageServer::Impl::StepOutcome StageServer::Impl::average_once(int attempt, torc
     std::vector<std::string> ids;
     for (const auto& m : group.members) ids.push_back(m.peer_id);
     const auto result = inbox.gather(key, ids, flat, samples, deadline);
+    // A member that froze or died after the group turned Ready (the registry does not count it
+    // lost then: the group holds it) never pushed: the step averages without its samples. The
+    // leader is the one that knows: it counts them lost, once.
+    int64_t expected = 0;
+    for (const auto& m : group.members) expected += m.peer_id == opt.peer_id ? samples : m.samples;
+    if (expected > result->samples) {
+      spdlog::warn("worker {}: step {} averaged without {} samples of members that did not push", opt.peer_id, r,
+                   expected - result->samples);
+      report_event("samples_lost", expected - result->samples);
+    }
     // What the members decode from the reply (encoding is deterministic), so every peer of the
     // stage steps with the same bytes whatever spec.averaging.compression is.
     flat = averaging_codec(opt.spec).compression == Compression::None
