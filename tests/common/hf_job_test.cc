@@ -61,9 +61,12 @@ TEST(HfJob, TheManifestParsesBackToTheSameJob) {
     FromHfOptions o = options();
     if (!sentencepiece) {
       o.tokenizer_model.clear();
-      o.has_tokenizer_json = true;
+      o.tokenizer_json = "/models/llama-3.2-1b/tokenizer.json";
     }
     const JobSpec job = job_from_hf(hf, o);
+    EXPECT_EQ(job.training.tokenizer.kind, sentencepiece ? TokenizerKind::SentencePiece : TokenizerKind::HuggingFace);
+    EXPECT_EQ(job.training.tokenizer.file, sentencepiece ? "" : o.tokenizer_json);
+    EXPECT_TRUE(validate_job_spec(job).empty()) << testing::PrintToString(validate_job_spec(job));
     const std::string yaml = hf_job_yaml(job, hf, o);
     const JobSpec back = parse_job_spec(yaml);
     EXPECT_EQ(back.name, job.name);
