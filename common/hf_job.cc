@@ -42,6 +42,7 @@ class Mismatches {
 
 void check_rope_scaling(const ModelSpec& m, const HfModelConfig& hf, Mismatches& x) {
   const auto& r = hf.rope_scaling;
+  if (!m.rope_scaling && !r.llama3) return;  // both unscaled: they agree
   if (!m.rope_scaling || !r.llama3) {
     x.check("ropeScaling", m.rope_scaling ? "llama3" : "left out", "rope scaling", r.llama3 ? "llama3" : "none");
     return;
