@@ -43,8 +43,12 @@ int JobCommand::run() const {
   o.learning_rate = learning_rate;
   o.sequence_length = sequence_length;
   o.tokenizer_model = tokenizer_model;
-  if (o.tokenizer_model.empty() && ckpt.has_file("tokenizer.model")) o.tokenizer_model = ckpt.path_of("tokenizer.model");
-  o.has_tokenizer_json = ckpt.has_file("tokenizer.json");
+  // The tokenizer files by their absolute paths too (o.dir is absolute for a local folder).
+  const auto file_of = [&](const std::string& name) { return is_s3_url(dir) ? ckpt.path_of(name) : o.dir + "/" + name; };
+  if (o.tokenizer_model.empty() && ckpt.has_file("tokenizer.model")) o.tokenizer_model = file_of("tokenizer.model");
+  // The trainers open the tokenizer.json as a local file: one in object storage is left to the user.
+  if (o.tokenizer_model.empty() && !is_s3_url(dir) && ckpt.has_file("tokenizer.json"))
+    o.tokenizer_json = file_of("tokenizer.json");
   if (stages > hf.num_hidden_layers)
     throw std::invalid_argument("--stages " + std::to_string(stages) + ": " + ckpt.config_path() + " has only " +
                                 std::to_string(hf.num_hidden_layers) + " layers (num_hidden_layers), one at least per stage");

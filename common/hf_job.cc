@@ -42,6 +42,7 @@ class Mismatches {
 
 void check_rope_scaling(const ModelSpec& m, const HfModelConfig& hf, Mismatches& x) {
   const auto& r = hf.rope_scaling;
+  if (!m.rope_scaling && !r.llama3) return;  // both unscaled: they agree
   if (!m.rope_scaling || !r.llama3) {
     x.check("ropeScaling", m.rope_scaling ? "llama3" : "left out", "rope scaling", r.llama3 ? "llama3" : "none");
     return;
@@ -91,6 +92,9 @@ JobSpec job_from_hf(const HfModelConfig& hf, const FromHfOptions& o) {
   if (!o.tokenizer_model.empty()) {
     job.training.tokenizer.kind = TokenizerKind::SentencePiece;
     job.training.tokenizer.model = o.tokenizer_model;
+  } else if (!o.tokenizer_json.empty()) {
+    job.training.tokenizer.kind = TokenizerKind::HuggingFace;
+    job.training.tokenizer.file = o.tokenizer_json;
   }
   if (!o.dataset.empty()) job.training.dataset.path = o.dataset;
   job.training.optimizer.learning_rate = o.learning_rate;
@@ -135,9 +139,10 @@ std::string hf_job_yaml(const JobSpec& job, const HfModelConfig& hf, const FromH
     << "  training:\n";
   if (job.training.tokenizer.kind == TokenizerKind::SentencePiece) {
     y << "    tokenizer:\n      kind: sentencepiece\n      model: " << quoted(job.training.tokenizer.model) << "\n";
-  } else if (o.has_tokenizer_json) {
-    y << "    # The checkpoint's tokenizer is tokenizer.json: pre-tokenize the data into a token file and\n"
-      << "    # name it below (format tokens); the bytes tokenizer below would not match the model's ids.\n";
+  } else if (job.training.tokenizer.kind == TokenizerKind::HuggingFace) {
+    y << "    # The checkpoint's tokenizer.json: the trainers read token files only; pre-tokenize the data\n"
+      << "    # (scripts/hf_tokenize.py --tokenizer FILE DATA --out F.tok) and name F.tok below.\n"
+      << "    tokenizer:\n      kind: huggingface\n      file: " << quoted(job.training.tokenizer.file) << "\n";
   }
   y << "    dataset:\n      path: " << quoted(job.training.dataset.path) << "\n"
     << "    optimizer:\n      learningRate: " << num(job.training.optimizer.learning_rate)

@@ -18,7 +18,7 @@ struct FromHfOptions {
   std::vector<int64_t> layers_per_stage;  // spec.pipeline.layersPerStage (planner::balanced_layers)
   int64_t sequence_length = 0;           // 0: min(256, max_position_embeddings)
   std::string tokenizer_model;           // a SentencePiece tokenizer.model ("" if the folder has none)
-  bool has_tokenizer_json = false;       // the folder has tokenizer.json (pre-tokenize the data)
+  std::string tokenizer_json;            // the folder's tokenizer.json, when it has no tokenizer.model
   std::string dataset;                   // spec.training.dataset.path ("" keeps the default)
   double learning_rate = 1e-4;           // fine-tuning, not pre-training
 };
@@ -28,7 +28,8 @@ int64_t hf_sequence_length(const HfModelConfig& hf, int64_t requested);
 
 // The job: spec.model from config.json (architecture llama; tie_word_embeddings imports untied),
 // spec.model.init {from: dir, format: huggingface}, spec.pipeline {stages, layersPerStage}, the
-// tokenizer (the SentencePiece model, else bytes), the dataset and the learning rate. The caller
+// tokenizer (the SentencePiece model, else the tokenizer.json, whose data is pre-tokenised by
+// scripts/hf_tokenize.py, else bytes), the dataset and the learning rate. The caller
 // validates it (validate_job_spec) and so sees what does not fit the project's ranges.
 JobSpec job_from_hf(const HfModelConfig& hf, const FromHfOptions& options);
 

@@ -1,6 +1,7 @@
 // worker/checkpoint/hf_checkpoint.h and hf_import.h on checkpoint folders written here by hand
 // (the real library's files are checked in hf_import_test.cc): one file or shards with an index,
-// F32, BF16 and F16, tied embeddings, and each way a folder can fail to fit, refused by name.
+// F32, BF16 and F16, tied embeddings, and each way a folder can fail to fit, refused by name; and
+// the tokenizer hf_init.h's load_hf_model gives a whole folder (`swarm eval/generate --model DIR`).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -10,9 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/hf_job.h"
 #include "worker/checkpoint/hf_checkpoint.h"
 #include "worker/checkpoint/hf_import.h"
+#include "worker/checkpoint/hf_init.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/runtime/job_model.h"
 
 namespace swarm::runtime {
 namespace {
@@ -207,6 +211,26 @@ TEST_F(HfCheckpointFolder, FoldersThatAreNotCheckpointsAreRefusedNamingTheFile) 
   EXPECT_EQ(hf_tensor_problems(c, {kRefs[3]}).at(0),
             "checkpoint " + dir_.string() + ": tensor lm_head.weight: the index names " +
                 (dir_ / "model-00001-of-00002.safetensors").string() + ", whose header does not have it");
+}
+
+// A folder with every tensor of tiny_config's Llama (zeros) and, optionally, a tokenizer.json: the
+// model `swarm eval --model DIR` loads reads the folder's token files (scripts/hf_tokenize.py) with
+// that tokenizer.json, and the bytes tokenizer without one.
+TEST_F(HfCheckpointFolder, AWholeFoldersModelTakesItsTokenizerJson) {
+  config(tiny_config(false));
+  FromHfOptions o;
+  o.layers_per_stage = {2};
+  o.sequence_length = 4;
+  const auto hf = parse_hf_config(tiny_config(false).dump(), "config.json");
+  std::vector<std::tuple<std::string, at::Tensor, std::string>> all;
+  for (const auto& r : hf_stage_refs(model_config(job_from_hf(hf, o)), 0)) all.emplace_back(r.hf, torch::zeros(r.shape), "F32");
+  write_file(dir_ / "model.safetensors", all);
+  EXPECT_EQ(load_hf_model(dir_.string(), 4).config_json["tokenizer"]["kind"], "bytes");
+  std::ofstream(dir_ / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2}}})";
+  const auto m = load_hf_model(dir_.string(), 4);
+  EXPECT_EQ(m.config_json["tokenizer"]["kind"], "huggingface");
+  EXPECT_EQ(m.config_json["tokenizer"]["file"], (dir_ / "tokenizer.json").string());
+  EXPECT_EQ(m.config.sequence_length, 4);
 }
 
 }  // namespace

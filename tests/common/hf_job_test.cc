@@ -61,9 +61,12 @@ TEST(HfJob, TheManifestParsesBackToTheSameJob) {
     FromHfOptions o = options();
     if (!sentencepiece) {
       o.tokenizer_model.clear();
-      o.has_tokenizer_json = true;
+      o.tokenizer_json = "/models/llama-3.2-1b/tokenizer.json";
     }
     const JobSpec job = job_from_hf(hf, o);
+    EXPECT_EQ(job.training.tokenizer.kind, sentencepiece ? TokenizerKind::SentencePiece : TokenizerKind::HuggingFace);
+    EXPECT_EQ(job.training.tokenizer.file, sentencepiece ? "" : o.tokenizer_json);
+    EXPECT_TRUE(validate_job_spec(job).empty()) << testing::PrintToString(validate_job_spec(job));
     const std::string yaml = hf_job_yaml(job, hf, o);
     const JobSpec back = parse_job_spec(yaml);
     EXPECT_EQ(back.name, job.name);
@@ -73,6 +76,30 @@ TEST(HfJob, TheManifestParsesBackToTheSameJob) {
     EXPECT_NE(yaml.find("tie_word_embeddings"), std::string::npos) << "the untying is said in the manifest";
     EXPECT_EQ(yaml.find("pre-tokenize") != std::string::npos, !sentencepiece) << yaml;
   }
+}
+
+// SmolLM2-135M's config.json: no rope scaling ("rope_scaling": null). The job from-hf writes for it
+// must fit it: an unscaled spec and an unscaled checkpoint agree (they were once told apart as
+// "left out" against "none", and every worker refused the checkpoint before training).
+TEST(HfJob, AnUnscaledCheckpointFitsItsOwnJob) {
+  const HfModelConfig hf = parse_hf_config(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 576,
+    "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+    "head_dim": 64, "rms_norm_eps": 1e-05, "rope_theta": 100000.0, "max_position_embeddings": 8192,
+    "vocab_size": 49152, "hidden_act": "silu", "rope_scaling": null, "tie_word_embeddings": true})",
+                                           "smollm2/config.json");
+  FromHfOptions o = options();
+  o.layers_per_stage = {12, 13, 5};
+  const JobSpec job = job_from_hf(hf, o);
+  EXPECT_FALSE(job.model.rope_scaling.has_value());
+  EXPECT_TRUE(hf_model_mismatches(job, hf, "smollm2/config.json").empty())
+      << testing::PrintToString(hf_model_mismatches(job, hf, "smollm2/config.json"));
+  // Scaled against unscaled is still a mismatch (the other way round: EachMismatchNamesBoth...).
+  JobSpec scaled = job;
+  scaled.model.rope_scaling = job_from_hf(llama32(), options()).model.rope_scaling;
+  const auto m = hf_model_mismatches(scaled, hf, "smollm2/config.json");
+  ASSERT_EQ(m.size(), 1u) << testing::PrintToString(m);
+  EXPECT_EQ(m[0], "spec.model.ropeScaling is llama3, smollm2/config.json has rope scaling none");
 }
 
 TEST(HfJob, EachMismatchNamesBothFieldsAndValues) {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "common/hf_job.h"
+#include "common/s3_url.h"
 #include "worker/runtime/job_model.h"
 
 // The architectures' tensor name tables (worker/model/arch_table.h, the llama stages' names) land
@@ -65,6 +66,12 @@ ExportedModel load_hf_model(const std::string& dir, int64_t sequence_length, con
   if (ckpt.has_file("tokenizer.model")) {
     job.training.tokenizer.kind = TokenizerKind::SentencePiece;
     job.training.tokenizer.model = ckpt.path_of("tokenizer.model");
+  } else if (!is_s3_url(dir) && ckpt.has_file("tokenizer.json")) {
+    // Its token files (scripts/hf_tokenize.py) record this file's hash, and its ids decode only
+    // through it: under the bytes tokenizer `swarm eval` would refuse them and `swarm generate`
+    // could not print its output. Read locally only (the Tokenizer opens a file).
+    job.training.tokenizer.kind = TokenizerKind::HuggingFace;
+    job.training.tokenizer.file = ckpt.path_of("tokenizer.json");
   }
   ExportedModel m;
   m.config = model_config(job);

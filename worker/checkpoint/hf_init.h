@@ -35,7 +35,8 @@ void load_model_init(const JobSpec& spec, model::StageModel& stage);
 // A Hugging Face checkpoint folder (or s3:// prefix) as one model for `swarm eval` and `swarm
 // generate` (the "before" of a fine-tuning run): one stage holding every layer, windows of
 // `sequence_length` tokens (0: min(256, max_position_embeddings)), its tokenizer.model when it
-// has one (else bytes). Holds the whole model.
+// has one, else its tokenizer.json (a local folder's; token files from scripts/hf_tokenize.py),
+// else bytes. Holds the whole model.
 ExportedModel load_hf_model(const std::string& dir, int64_t sequence_length, const CheckpointS3Spec& s3 = {});
 
 }  // namespace swarm::runtime

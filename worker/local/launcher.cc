@@ -60,6 +60,9 @@ void reap(std::vector<Child>& children) {
   for (auto& c : children) c.proc.poll();
 }
 
+// How long a worker that has drained may take to write its last checkpoint and its report.
+constexpr double kLastCheckpointSeconds = 60;
+
 void stop_children(std::vector<Child>& children, const std::string& role, double grace_seconds) {
   for (auto& c : children)
     if (!c.exited() && (role.empty() || c.role == role)) c.proc.signal(SIGTERM);
@@ -559,10 +562,12 @@ int LocalRun::finish() {
   }
   // Trainers first (they finish in-flight microbatches and write their reports), then workers.
   // A failed job has microbatches in flight that can never finish (a stage is gone): waiting for
-  // them would only wait out the request timeouts.
+  // them would only wait out the request timeouts. A worker drains for up to drain_seconds_, then
+  // writes its last checkpoint and its report: the grace must cover all three, or a large stage
+  // (SmolLM2's first, 70 M parameters: 1.1 GB with AdamW's moments) is killed mid-write.
   stop_children(children_, "trainer", failure_.is_null() ? 30 : 5);
   if (failure_.is_null()) stats = settled_stats(stats);
-  stop_children(children_, "worker", failure_.is_null() ? 10 : 5);
+  stop_children(children_, "worker", failure_.is_null() ? drain_seconds_ + kLastCheckpointSeconds : 5);
   stop_children(children_, "", 5);
   auto report = merged();
   if (o_.progress) show(report, max_steps_, tty_, true);
