@@ -17,11 +17,13 @@
 # Each run's cross_region_share = cross_region_hops / microbatch_hops from the run's summary
 # (trainer -> stage 0 and stage k -> k+1, as the trainers routed their forwards).
 #
-# Environment (defaults): STEPS=40 REPEATS=2 PENALTY_MS=50 PREEMPT=8 SEED=7 SWARM=build/bin/swarm
+# Environment (defaults): STEPS=40 REPEATS=2 PENALTY_MS=50 PREEMPT=8 SEED=7 RUNS="blind penalty preempt"
+# SWARM=build/bin/swarm
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWARM="${SWARM:-build/bin/swarm}"
 OUT="${1:-$(mktemp -d /tmp/regions-routing.XXXXXX)}"
+RUNS="${RUNS:-blind penalty preempt}"
 STEPS="${STEPS:-40}" REPEATS="${REPEATS:-2}" PENALTY_MS="${PENALTY_MS:-50}" PREEMPT="${PREEMPT:-8}" SEED="${SEED:-7}"
 mkdir -p "$OUT"
 
@@ -55,8 +57,13 @@ PY
 
 for r in $(seq 1 "$REPEATS"); do
   echo "# repeat $r"
-  run_one "blind-$r" 0
-  run_one "penalty-$r" "$PENALTY_MS"
-  run_one "preempt-$r" "$PENALTY_MS" --preempt-every "$PREEMPT" --respawn-after 2 --seed "$SEED"
+  for run in $RUNS; do
+    case $run in
+      blind) run_one "blind-$r" 0 ;;
+      penalty) run_one "penalty$PENALTY_MS-$r" "$PENALTY_MS" ;;
+      preempt) run_one "preempt$PENALTY_MS-$r" "$PENALTY_MS" --preempt-every "$PREEMPT" --respawn-after 2 --seed "$SEED" ;;
+      *) echo "RUNS: blind, penalty or preempt, not '$run'" >&2; exit 2 ;;
+    esac
+  done
 done
 echo "commands: $OUT/commands.txt"

@@ -36,6 +36,23 @@ TEST(LocalRegions, ProcessesGoRoundRobinSoAStageWithFewerWorkersLeavesTheLastReg
   EXPECT_EQ(region_of(ab, 0), "a");
 }
 
+TEST(LocalRegions, AJoinerComesUpInThePreemptedWorkersRegion) {
+  JoinerRegions j({"a", "b"});
+  EXPECT_EQ(j.next(), "a");  // nothing preempted: round robin by joiner index
+  j.preempted("b");
+  j.preempted("b");
+  j.preempted("a");
+  EXPECT_EQ(j.next(), "b");
+  EXPECT_EQ(j.next(), "b");
+  EXPECT_EQ(j.next(), "a");
+  EXPECT_EQ(j.next(), "a");  // joiner index 4
+  EXPECT_EQ(j.next(), "b");
+  JoinerRegions none({});
+  none.preempted("");
+  EXPECT_EQ(none.next(), "");
+  EXPECT_EQ(none.next(), "");
+}
+
 TEST(LocalRegions, TheMergedReportSumsHopsIntoACrossRegionShare) {
   const nlohmann::json a = {{"samples", 10}, {"microbatch_hops", 300}, {"cross_region_hops", 3}};
   const nlohmann::json b = {{"samples", 10}, {"microbatch_hops", 100}, {"cross_region_hops", 17}};

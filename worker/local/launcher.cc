@@ -50,6 +50,8 @@ struct Child {
   bool withdrawn = false;  // removed from discovery after it exited (the registry answered)
   double withdraw_retry_at = 0;  // a withdraw the registry did not answer is tried again from then
   bool replaced = false;   // a registry that exited and was started again
+  std::string region;      // --region of a worker ("" = none)
+  bool preempted = false;  // signalled by the preemption schedule (its region was queued for a joiner)
   bool exited() const { return !proc.running(); }
 };
 
@@ -145,6 +147,7 @@ class LocalRun {
   std::vector<std::string> reports_;
   std::vector<std::string> worker_reports_;  // written by each worker as it stops
   int joiners_ = 0;
+  JoinerRegions joiner_regions_{o_.regions};  // preempted workers' regions, each for the next joiner
   int registry_restarts_ = 0;
   int64_t preemptions_reported_ = 0;  // what the registry has counted of preemptions_ so far
   double preemptions_retry_at_ = 0;
@@ -307,7 +310,9 @@ void LocalRun::start_worker(const std::string& id, int s, const std::string& reg
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
   if (!region.empty()) args.insert(args.end(), {"--region", region});
-  start({"worker " + id, "worker", id, s, id + ".log", {}}, args);
+  Child c{"worker " + id, "worker", id, s, id + ".log", {}};
+  c.region = region;
+  start(std::move(c), args);
 }
 
 void LocalRun::start_workers() {
@@ -463,13 +468,14 @@ void LocalRun::preempt() {
   }
   for (const auto& a : actions) {
     if (a.kind == PreemptionAction::Respawn) {
-      start_worker("joiner" + std::to_string(joiners_), -1, region_of(o_.regions, joiners_));
-      ++joiners_;
+      start_worker("joiner" + std::to_string(joiners_++), -1, joiner_regions_.next());
       continue;
     }
     for (auto& c : children_) {
       if (c.name != a.victim || c.exited()) continue;
       spdlog::info("preempting {} ({})", c.name, a.kind == PreemptionAction::Kill ? "SIGKILL" : "SIGTERM");
+      if (!c.preempted) joiner_regions_.preempted(c.region);
+      c.preempted = true;
       c.proc.signal(a.kind == PreemptionAction::Kill ? SIGKILL : SIGTERM);
     }
   }

@@ -32,4 +32,12 @@ std::string region_of(const std::vector<std::string>& regions, int64_t index) {
   return regions[static_cast<size_t>(index % static_cast<int64_t>(regions.size()))];
 }
 
+std::string JoinerRegions::next() {
+  const int64_t index = joiners_++;
+  if (lost_.empty()) return region_of(regions_, index);
+  std::string region = std::move(lost_.front());
+  lost_.pop_front();
+  return region;
+}
+
 }  // namespace swarm::runtime
