@@ -6,7 +6,7 @@
 #   bench/regions-routing.sh [OUTDIR]
 #
 # One job (bench/jobs/regions-2stage.yaml: 2 stages, 2 trainers), `swarm local --regions a,b
-# --workers-per-stage 2,2` (worker i of each stage and trainer t in region i / t mod 2), run
+# --workers-per-stage WPS` (worker i of each stage and trainer t in region i / t mod 2), run
 # STEPS steps each way:
 #   blind     spec.trainers.routing.interRegionPenaltyMs 0: the region-blind router
 #   penalty   interRegionPenaltyMs PENALTY_MS (default 50, the spec's default)
@@ -17,14 +17,16 @@
 # Each run's cross_region_share = cross_region_hops / microbatch_hops from the run's summary
 # (trainer -> stage 0 and stage k -> k+1, as the trainers routed their forwards).
 #
-# Environment (defaults): STEPS=40 REPEATS=2 PENALTY_MS=50 PREEMPT=8 SEED=7 RUNS="blind penalty preempt"
-# SWARM=build/bin/swarm
+# With WPS=2,2 each region holds one peer of each stage, so a preemption empties a region's pool of
+# that stage until its replacement serves: its trainer fails over abroad meanwhile. WPS=4,4: two each.
+# Environment (defaults): STEPS=40 REPEATS=2 PENALTY_MS=50 PREEMPT=8 SEED=7 WPS=2,2
+# RUNS="blind penalty preempt" SWARM=build/bin/swarm
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SWARM="${SWARM:-build/bin/swarm}"
 OUT="${1:-$(mktemp -d /tmp/regions-routing.XXXXXX)}"
 RUNS="${RUNS:-blind penalty preempt}"
-STEPS="${STEPS:-40}" REPEATS="${REPEATS:-2}" PENALTY_MS="${PENALTY_MS:-50}" PREEMPT="${PREEMPT:-8}" SEED="${SEED:-7}"
+WPS="${WPS:-2,2}" STEPS="${STEPS:-40}" REPEATS="${REPEATS:-2}" PENALTY_MS="${PENALTY_MS:-50}" PREEMPT="${PREEMPT:-8}" SEED="${SEED:-7}"
 mkdir -p "$OUT"
 
 job_with_penalty() {  # $1 = penalty in ms -> a job file
@@ -35,9 +37,9 @@ job_with_penalty() {  # $1 = penalty in ms -> a job file
 
 run_one() {  # name penalty extra-args...
   local name=$1 penalty=$2; shift 2
-  local dir="$OUT/$name"
+  local dir="$OUT/$name-w${WPS/,/-}"
   rm -rf "$dir"; mkdir -p "$dir"
-  local cmd=("$SWARM" local "$(job_with_penalty "$penalty")" --regions a,b --workers-per-stage 2,2
+  local cmd=("$SWARM" local "$(job_with_penalty "$penalty")" --regions a,b --workers-per-stage "$WPS"
              --steps "$STEPS" --summary "$dir/summary.json" --log-dir "$dir/logs" --no-progress "$@")
   echo "\$ ${cmd[*]}" >> "$OUT/commands.txt"
   "${cmd[@]}" > "$dir/out.log" 2>&1 || echo "$name: exit $? (see $dir/out.log)"
