@@ -20,12 +20,14 @@
 #include "cmd/model_commands.h"
 #include "common/job_spec.h"
 #include "registry/registry_server.h"
+#include "registry/wire.h"
 #include "worker/data/token_file.h"
 #include "worker/data/tokenizer.h"
 #include "worker/checkpoint/export.h"
 #include "worker/checkpoint/hf_init.h"
 #include "worker/runtime/job_model.h"
 #include "worker/local/launcher.h"
+#include "worker/local/regions.h"
 #include "worker/stage/stage_server.h"
 #include "worker/trainer/trainer.h"
 
@@ -55,10 +57,24 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// --region of a worker or trainer (SWARM_REGION in a pod: the operator sets it from the node pool).
+void add_region_option(CLI::App* cmd, std::string& region) {
+  cmd->add_option("--region", region,
+                  "the region this peer runs in (trainers prefer workers of their own region); default none")
+      ->envname("SWARM_REGION")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return swarm::registry::wire::valid_region(v) ? std::string()
+                                                   : "must be at most 63 characters of [A-Za-z0-9._-], got \"" + v + "\"";
+          },
+          "REGION"));
+}
+
 // swarm local
 struct LocalCommand {
   swarm::runtime::LocalOptions local;
   std::string per_stage_list;
+  std::string regions_list;
   std::vector<std::string> slow_workers;
   bool no_progress = false;
   CLI::App* cmd = nullptr;
@@ -88,6 +104,10 @@ struct LocalCommand {
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--workers-per-stage", per_stage_list,
                     "start this many workers on each stage, e.g. 4,1,1 (default spec.workers.perStage)");
+    cmd->add_option("--regions", regions_list,
+                    "run the peers in these regions, e.g. a,b: worker i of each stage and trainer t in region "
+                    "i (t) mod the count; trainers prefer workers of their own region "
+                    "(spec.trainers.routing.interRegionPenaltyMs), the summary counts cross-region hops");
     cmd->add_option("--slow-worker", slow_workers, "NAME=FACTOR: emulate a slower machine, e.g. stage0-w1=3");
     cmd->add_flag("--no-progress", no_progress, "do not print the live progress line");
     cmd->add_flag("--no-checkpoints", local.no_checkpoints,
@@ -139,6 +159,7 @@ struct LocalCommand {
     local.self_exe = self_exe();
     parse_workers_per_stage();
     parse_slow_workers();
+    if (!regions_list.empty()) local.regions = swarm::runtime::parse_regions(regions_list);
     local.progress = !no_progress;
     local.log_level = log_level;
     return swarm::runtime::run_local(local, g_stop);
@@ -160,6 +181,7 @@ struct WorkerCommand {
     cmd->add_option("--drain-seconds", drain_seconds, "on SIGTERM: time to finish owed work and hand off gradients")
         ->capture_default_str();
     cmd->add_option("--peer-id", worker.peer_id, "unique peer name")->required();
+    add_region_option(cmd, worker.region);
     cmd->add_option("--registry", worker.registry_url, "registry URL, http://host:port, or file:PATH (a file holding it, read again when the registry does not answer)")->required();
     cmd->add_option("--host", worker.host, "address peers reach this worker at (and it binds)")
         ->envname("SWARM_HOST")->capture_default_str();
@@ -225,6 +247,7 @@ struct TrainerCommand {
     cmd->add_option("--job", job, "SwarmJob YAML file")->required()->check(CLI::ExistingFile);
     cmd->add_option("--index", trainer.index, "trainer index (selects the data stream)")->capture_default_str();
     cmd->add_option("--peer-id", trainer.peer_id, "unique peer name")->required();
+    add_region_option(cmd, trainer.region);
     cmd->add_option("--registry", trainer.registry_url, "registry URL, or file:PATH (as for swarm worker)")->required();
     cmd->add_option("--report", trainer.report_path, "progress report JSON file");
     cmd->add_option("--steps", trainer.max_steps, "stop after N steps (default: spec)");

@@ -166,8 +166,8 @@ bool operator==(const WorkersSpec& a, const WorkersSpec& b) {
          std::tie(b.per_stage, b.device, b.precision, b.threads);
 }
 bool operator==(const RoutingSpec& a, const RoutingSpec& b) {
-  return std::tie(a.ema_alpha, a.backward_weight, a.explore_peer_seconds) ==
-         std::tie(b.ema_alpha, b.backward_weight, b.explore_peer_seconds);
+  return std::tie(a.ema_alpha, a.backward_weight, a.explore_peer_seconds, a.inter_region_penalty_ms) ==
+         std::tie(b.ema_alpha, b.backward_weight, b.explore_peer_seconds, b.inter_region_penalty_ms);
 }
 bool operator==(const TrainersSpec& a, const TrainersSpec& b) {
   return std::tie(a.count, a.inflight_microbatches, a.routing) ==

@@ -144,6 +144,7 @@ void decode_trainers(Reader& spec, JobSpec& out) {
   routing.get("emaAlpha", t.routing.ema_alpha);
   routing.get("backwardWeight", t.routing.backward_weight);
   routing.get("explorePeerSeconds", t.routing.explore_peer_seconds);
+  routing.get("interRegionPenaltyMs", t.routing.inter_region_penalty_ms);
   routing.finish();
   for (const char* k : {"image", "resources"}) r.ignore(k, out.cluster_only_fields);
   r.finish();
@@ -321,7 +322,8 @@ nlohmann::json to_json(const JobSpec& s) {
         {"routing",
          {{"emaAlpha", s.trainers.routing.ema_alpha},
           {"backwardWeight", s.trainers.routing.backward_weight},
-          {"explorePeerSeconds", s.trainers.routing.explore_peer_seconds}}}}},
+          {"explorePeerSeconds", s.trainers.routing.explore_peer_seconds},
+          {"interRegionPenaltyMs", s.trainers.routing.inter_region_penalty_ms}}}}},
       {"timeouts", timeouts_json(s.timeouts)},
       {"secret", secret_json(s.secret)},
       {"rebalancing",

@@ -326,6 +326,8 @@ void check_processes(const JobSpec& s, Rules& r) {
   r.number("spec.trainers.routing.backwardWeight", routing.backward_weight, gt(0), std::nullopt);
   r.number("spec.trainers.routing.explorePeerSeconds", routing.explore_peer_seconds, gt(0),
            le(86400));
+  r.number("spec.trainers.routing.interRegionPenaltyMs", routing.inter_region_penalty_ms, ge(0),
+           le(60000));
 }
 
 void check_timeouts(const TimeoutsSpec& t, Rules& r) {

@@ -20,6 +20,9 @@ struct PeerRecord {
   std::string host;
   int port = 0;
   int metrics_port = 0;
+  // The region the peer runs in (--region / SWARM_REGION; the operator sets it from the node
+  // pool's). "" = none given: every region's home, so region-blind peers route as before.
+  std::string region;
   PeerState state = PeerState::Joining;  // the wire's default when a heartbeat names none
   int64_t step = 0;
   int64_t queue_length = 0;

@@ -26,8 +26,9 @@ StageRouter::StageRouter(RouterOptions options) : options_(options) {
     throw std::invalid_argument("StageRouter: backward_weight must be > 0");
   }
   if (!(options_.explore_peer_seconds >= 0) || !(options_.ban_seconds >= 0) ||
-      !(options_.max_ban_seconds >= 0)) {
-    throw std::invalid_argument("StageRouter: explore/ban seconds must be >= 0");
+      !(options_.max_ban_seconds >= 0) || !(options_.inter_region_penalty_seconds >= 0) ||
+      !std::isfinite(options_.inter_region_penalty_seconds)) {
+    throw std::invalid_argument("StageRouter: explore/ban/penalty seconds must be finite and >= 0");
   }
 }
 
@@ -57,7 +58,25 @@ double StageRouter::unmeasured_cost() const {
   return (lower + upper) / 2;
 }
 
+bool crosses_regions(const std::string& a, const std::string& b) {
+  return !a.empty() && !b.empty() && a != b;
+}
+
+bool StageRouter::is_remote(const std::string& region) const {
+  return crosses_regions(options_.home_region, region);
+}
+
 void StageRouter::set_peers(const std::vector<std::string>& peer_ids, double now) {
+  std::vector<PeerCandidate> peers;
+  peers.reserve(peer_ids.size());
+  for (const auto& id : peer_ids) peers.push_back({id, ""});
+  set_candidates(peers, now);
+}
+
+void StageRouter::set_candidates(const std::vector<PeerCandidate>& candidates, double now) {
+  std::vector<std::string> peer_ids;
+  peer_ids.reserve(candidates.size());
+  for (const auto& c : candidates) peer_ids.push_back(c.id);
   swarm::MutexLock lock(mu_);
   observe(now);
 
@@ -75,14 +94,19 @@ void StageRouter::set_peers(const std::vector<std::string>& peer_ids, double now
   std::vector<Peer> next;
   next.reserve(peer_ids.size());
   std::unordered_set<std::string> seen;
-  for (const auto& id : peer_ids) {
+  for (const auto& c : candidates) {
+    const std::string& id = c.id;
     if (!seen.insert(id).second) continue;
     if (Peer* old = find(id)) {
       next.push_back(std::move(*old));
+      next.back().region = c.region;
+      next.back().remote = is_remote(c.region);
       continue;
     }
     Peer p;
     p.id = id;
+    p.region = c.region;
+    p.remote = is_remote(c.region);
     p.vtime = start;
     p.explore_at = now + options_.explore_peer_seconds;
     next.push_back(std::move(p));
@@ -97,6 +121,7 @@ std::optional<std::string> StageRouter::pick_peer(Op op, int64_t samples, double
   if (samples < 1) samples = 1;
 
   Peer* chosen = nullptr;
+  double chosen_key = 0;
   Peer* explore = nullptr;    // unmeasured for too long: picked regardless of virtual time
   Peer* fallback = nullptr;   // every eligible peer is banned: the one whose ban ends first
   for (auto& p : peers_) {
@@ -114,9 +139,11 @@ std::optional<std::string> StageRouter::pick_peer(Op op, int64_t samples, double
     if (!p.measured && p.explore_at <= now && (!explore || p.explore_at < explore->explore_at)) {
       explore = &p;
     }
-    if (!chosen || p.vtime < chosen->vtime ||
-        (p.vtime == chosen->vtime && p.picks < chosen->picks)) {
+    // A remote peer competes with its virtual time plus the penalty (see the header).
+    const double key = p.vtime + (p.remote ? options_.inter_region_penalty_seconds : 0);
+    if (!chosen || key < chosen_key || (key == chosen_key && p.picks < chosen->picks)) {
       chosen = &p;
+      chosen_key = key;
     }
   }
   if (explore) {
@@ -124,7 +151,7 @@ std::optional<std::string> StageRouter::pick_peer(Op op, int64_t samples, double
     chosen = explore;
     explore->explore_at = now + options_.explore_peer_seconds;
   } else if (chosen) {
-    system_vtime_ = chosen->vtime;  // the smallest eligible virtual time, >= the previous one
+    system_vtime_ = chosen->vtime;  // every eligible virtual time was raised to it: monotonic
   } else if (fallback) {
     chosen = fallback;
     chosen->vtime = std::max(chosen->vtime, system_vtime_);
@@ -177,6 +204,8 @@ std::vector<PeerStats> StageRouter::stats() const {
   for (const auto& p : peers_) {
     PeerStats s;
     s.peer_id = p.id;
+    s.region = p.region;
+    s.remote = p.remote;
     s.seconds_per_sample = p.measured ? p.ema : 0;
     s.picks = p.picks;
     s.failures = p.failures;

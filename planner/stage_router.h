@@ -10,6 +10,14 @@
 // backward measurement is divided by backward_weight, so both ops feed one forward-equivalent EMA.
 // Failures ban a peer for ban_seconds, doubling per consecutive failure up to max_ban_seconds.
 //
+// Regions: a peer outside the trainer's home region costs inter_region_penalty_seconds more when
+// picks are compared (its virtual time plus the penalty), on top of its measured round trips, which
+// already hold the inter-region RTT. So a remote peer is picked only when every home peer's virtual
+// time leads the schedule by more than the penalty (home is congested or slow), when no home peer
+// is eligible (banned, excluded, none registered: failover across regions), or once to measure it
+// (exploration). Region "" is every region's home: it never pays the penalty, nor does any peer of
+// a trainer whose home is "". A penalty of 0 is the region-blind router.
+//
 // Pure: no I/O, no threads, the clock is passed in (`now`, seconds). Thread-safe (one mutex).
 #pragma once
 
@@ -31,10 +39,23 @@ struct RouterOptions {
   double explore_peer_seconds = 10;    // an unmeasured peer is picked at least this often
   double ban_seconds = 2;              // first ban after a failure
   double max_ban_seconds = 30;         // cap of the doubling ban
+  std::string home_region;             // the trainer's region; "" = every region is home
+  double inter_region_penalty_seconds = 0;  // added to a remote peer's cost when picks compare
+};
+
+// Whether a hop between peers of regions `a` and `b` crosses regions ("" is every region's home).
+bool crosses_regions(const std::string& a, const std::string& b);
+
+// A peer of the stage as discovery lists it.
+struct PeerCandidate {
+  std::string id;
+  std::string region;  // "" = every region's home
 };
 
 struct PeerStats {
   std::string peer_id;
+  std::string region;
+  bool remote = false;            // outside the home region: pays the penalty
   double seconds_per_sample = 0;  // EMA, forward-equivalent; 0 = not measured
   int64_t picks = 0;
   int64_t failures = 0;
@@ -49,6 +70,10 @@ class StageRouter {
   // Replaces the peer set: peers still present keep their stats, new ones are added (virtual time
   // = the current minimum, so they are tried promptly), gone ones are dropped. Duplicates ignored.
   void set_peers(const std::vector<std::string>& peer_ids, double now) EXCLUDES(mu_);
+  // set_peers with each peer's region (a peer whose region changed keeps its stats).
+  void set_candidates(const std::vector<PeerCandidate>& peers, double now) EXCLUDES(mu_);
+  // Whether a peer of `region` is outside this router's home region.
+  bool is_remote(const std::string& region) const;
 
   // The peer that should serve `samples` samples of `op`, never one in `exclude`. Banned peers are
   // skipped unless every non-excluded peer is banned; then the one whose ban ends first is
@@ -71,6 +96,8 @@ class StageRouter {
  private:
   struct Peer {
     std::string id;
+    std::string region;
+    bool remote = false;       // is_remote(region)
     double ema = 0;            // forward-equivalent seconds per sample; 0 = not measured
     bool measured = false;
     double vtime = 0;          // virtual clock

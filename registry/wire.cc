@@ -67,6 +67,10 @@ bool valid_peer_id(const std::string& id) {
   return true;
 }
 
+bool valid_region(const std::string& region) {
+  return region.size() <= 63 && (region.empty() || valid_peer_id(region));
+}
+
 int64_t parse_path_int(const std::string& segment, const std::string& field, int64_t max) {
   int64_t v = -1;
   const char* end = segment.data() + segment.size();
@@ -140,18 +144,21 @@ std::string get_host(const json& obj, const std::string& name, const std::string
 }
 
 json to_json(const planner::PeerRecord& r) {
-  return json{{"peerId", r.peer_id},
-              {"role", r.role},
-              {"stage", r.stage},
-              {"host", r.host},
-              {"port", r.port},
-              {"metricsPort", r.metrics_port},
-              {"state", planner::to_string(r.state)},
-              {"step", r.step},
-              {"queueLength", r.queue_length},
-              {"samplesPerSecond", r.samples_per_second},
-              {"loss", r.loss},
-              {"lastSeen", r.last_seen}};
+  json j{{"peerId", r.peer_id},
+          {"role", r.role},
+          {"stage", r.stage},
+          {"host", r.host},
+          {"port", r.port},
+          {"metricsPort", r.metrics_port},
+          {"state", planner::to_string(r.state)},
+          {"step", r.step},
+          {"queueLength", r.queue_length},
+          {"samplesPerSecond", r.samples_per_second},
+          {"loss", r.loss},
+          {"lastSeen", r.last_seen}};
+  // Left out when "": a region-less record is on the wire exactly as before regions existed.
+  if (!r.region.empty()) j["region"] = r.region;
+  return j;
 }
 
 planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_id) {
@@ -183,6 +190,10 @@ planner::PeerRecord peer_from_json(const json& j, const std::string& path_peer_i
                    j.contains("port") ? describe(j.at("port")) : "nothing");
   }
   r.metrics_port = static_cast<int>(get_int_or(j, "metricsPort", 0, 65535, 0));
+  r.region = get_string(j, "region", "", false, "");
+  if (!valid_region(r.region)) {
+    throw BadField("region", "must be at most 63 characters of [A-Za-z0-9._-]", describe(j.at("region")));
+  }
   // The one place a peer's state is text: parsed here, the enum everywhere inside.
   const std::string state = get_string(j, "state", "", false, planner::to_string(planner::PeerState::Joining));
   if (auto s = planner::find_peer_state(state)) {

@@ -33,11 +33,16 @@ json parse_object(const std::string& text);
 
 // Peer ids: 1..128 characters of [A-Za-z0-9._-]. Used for paths and bodies alike.
 bool valid_peer_id(const std::string& id);
+// Regions: 0..63 characters of [A-Za-z0-9._-] (a Kubernetes label value, as the node pools' are;
+// "" = none). Used for peer records and the --region option alike.
+bool valid_region(const std::string& region);
 // A path segment that must be a non-negative integer (stage, step, attempt); `field` names it.
 int64_t parse_path_int(const std::string& segment, const std::string& field, int64_t max);
 
 // PeerRecord: {"peerId","role","stage","host","port","metricsPort","state","step",
-// "queueLength","samplesPerSecond","lastSeen"}. lastSeen is Unix time (seconds) on the wire.
+// "queueLength","samplesPerSecond","lastSeen"} and "region" when it is not "". lastSeen is Unix time
+// (seconds) on the wire. "region" is optional both ways: a peer or registry that predates regions
+// neither sends nor reads it, and a record without one is in region "".
 // Required: role, host; a worker also needs stage >= 0 and port in 1..65535. peerId may be left
 // out when `path_peer_id` is given (it must match if present). lastSeen is read only if present.
 json to_json(const planner::PeerRecord& rec);

@@ -88,6 +88,12 @@ void place(json& spec, const NodePool* pool, const std::vector<std::string>& avo
   }
 }
 
+// SWARM_REGION: the region of the pod's node pool, which the worker or trainer announces (trainers
+// prefer workers of their own region). Nothing for a pool without a region: the peer is in region "".
+void add_region_env(json& container, const NodePool* pool) {
+  if (pool && !pool->region.empty()) container["env"].push_back({{"name", "SWARM_REGION"}, {"value", pool->region}});
+}
+
 // Every pod of a job meets the restricted Pod Security Standard: a fixed non-root user (the images'
 // 65532), the runtime's default seccomp profile, no service-account token (no process of a job calls
 // the API server), and an emptyDir at /tmp, the one place a process may write besides its volumes
@@ -218,6 +224,7 @@ json worker_pod(const SwarmJob& job, int slot, int stage, const NodePool* pool,
   // it has joined and downloaded its state, a draining or stopped worker stops being Ready.
   c["readinessProbe"] = {{"httpGet", {{"path", "/readyz"}, {"port", kMetricsPort}}}, {"periodSeconds", 1}};
   for (const auto& e : s3_credentials_env(job)) c["env"].push_back(e);
+  add_region_env(c, pool);
   json p = pod(job, name, "worker", c, "Always");
   // Checkpoints on the claim: a stage whose every peer is lost resumes from it on any node.
   add_checkpoint_volume(job, p);
@@ -248,6 +255,7 @@ json trainer_pod(const SwarmJob& job, int slot, const NodePool* pool, const std:
   json c = process_container(job, "trainer", job.op.trainers, args);
   c["ports"] = json::array({{{"name", "metrics"}, {"containerPort", kMetricsPort}}});  // scraped by name
   for (const auto& e : s3_credentials_env(job)) c["env"].push_back(e);
+  add_region_env(c, pool);
   // Trainer 0 ends with {"exportedModel": ..., "step": N} in this file; the operator reads it back
   // from the pod's status (status.exportedModel). Kubernetes' defaults, spelled out.
   c["terminationMessagePath"] = "/dev/termination-log";

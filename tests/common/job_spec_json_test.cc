@@ -44,7 +44,7 @@ JobSpec everything_changed() {
   s.training.optimizer = {OptimizerKind::Lamb, 0.1, 0.85, 0.999, 1e-6, 0.0, 0.0};
   s.training.schedule = {ScheduleKind::Linear, 2000, 0.0};
   s.workers = {4, "cuda", "bf16", 16};
-  s.trainers = {32, 8, {0.25, 1.5, 0.5}};
+  s.trainers = {32, 8, {0.25, 1.5, 0.5, 20}};
   s.timeouts = {1.5, 10, 20, 45, 0.25, 2.75, 600};
   s.secret = {"HMAC_KEY", "swarm-secret", "hmac"};
   s.checkpoint = {"s3://ckpt/jobs", 10, 3, {"http://minio:9000", "eu-west-1", true, 32}};
@@ -92,6 +92,7 @@ TEST(JobSpecJson, UsesTheYamlKeysAndIncludesDefaults) {
   EXPECT_EQ(s["training"]["schedule"]["kind"], "cosine");
   EXPECT_EQ(s["training"]["dataset"]["path"], "/usr/share/games/fortunes");
   EXPECT_EQ(s["trainers"]["routing"]["explorePeerSeconds"], 10.0);
+  EXPECT_EQ(s["trainers"]["routing"]["interRegionPenaltyMs"], 50.0);
   EXPECT_EQ(s["timeouts"]["activationTtlSeconds"], 120.0);
   EXPECT_EQ(s["secret"], (json{{"env", "SWARM_JOB_SECRET"}}));  // no secretRef unless set
   EXPECT_EQ(to_json(everything_changed())["spec"]["secret"]["secretRef"],

@@ -83,6 +83,7 @@ TEST(JobSpec, BundledExampleParsesToTheDefaults) {
   EXPECT_DOUBLE_EQ(spec.trainers.routing.ema_alpha, 0.1);
   EXPECT_DOUBLE_EQ(spec.trainers.routing.backward_weight, 2.0);
   EXPECT_DOUBLE_EQ(spec.trainers.routing.explore_peer_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(spec.trainers.routing.inter_region_penalty_ms, 50.0);
   EXPECT_DOUBLE_EQ(spec.timeouts.connect_seconds, 3);
   EXPECT_DOUBLE_EQ(spec.timeouts.forward_seconds, 30);
   EXPECT_DOUBLE_EQ(spec.timeouts.backward_seconds, 60);
@@ -287,6 +288,12 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
        "spec.trainers.routing.backwardWeight: must be > 0, got -2"},
       {"{trainers: {routing: {explorePeerSeconds: 0}}}",
        "spec.trainers.routing.explorePeerSeconds: must be > 0, got 0"},
+      {"{trainers: {routing: {interRegionPenaltyMs: -5}}}",
+       "spec.trainers.routing.interRegionPenaltyMs: must be >= 0, got -5"},
+      {"{trainers: {routing: {interRegionPenaltyMs: 60001}}}",
+       "spec.trainers.routing.interRegionPenaltyMs: must be <= 60000, got 60001"},
+      {"{trainers: {routing: {interRegionPenaltyMs: fifty}}}",
+       "spec.trainers.routing.interRegionPenaltyMs: expected a number, got \"fifty\""},
       {"{timeouts: {connectSeconds: 0}}", "spec.timeouts.connectSeconds: must be > 0, got 0"},
       {"{timeouts: {forwardSeconds: 86401}}",
        "spec.timeouts.forwardSeconds: must be <= 86400, got 86401"},

@@ -68,6 +68,22 @@ const json* named(const json& list, const std::string& name) {
   return nullptr;
 }
 
+// A worker or trainer announces its node pool's region (SWARM_REGION, which --region reads); a pod
+// of a pool without a region, or of no pool, has none and is in region "".
+TEST(Manifests, PodsOfAPoolWithARegionRunInIt) {
+  SwarmJob job = sample();
+  const json in_r = worker_pod(job, 1, 0, &job.op.pools[0], {}, "Initial")["spec"]["containers"][0]["env"];
+  ASSERT_NE(named(in_r, "SWARM_REGION"), nullptr) << in_r.dump();
+  EXPECT_EQ((*named(in_r, "SWARM_REGION"))["value"], "r");
+  const json trainer = trainer_pod(job, 0, &job.op.pools[0], {})["spec"]["containers"][0]["env"];
+  ASSERT_NE(named(trainer, "SWARM_REGION"), nullptr) << trainer.dump();
+  EXPECT_EQ((*named(trainer, "SWARM_REGION"))["value"], "r");
+  EXPECT_EQ(named(worker_pod(job, 2, 0, &job.op.pools[1], {}, "Initial")["spec"]["containers"][0]["env"], "SWARM_REGION"),
+            nullptr);
+  EXPECT_EQ(named(worker_pod(job, 3, 0, nullptr, {}, "Initial")["spec"]["containers"][0]["env"], "SWARM_REGION"),
+            nullptr);
+}
+
 // With spec.checkpoint.volumeClaimName the claim is mounted at spec.checkpoint.path in worker pods;
 // without one the path is an emptyDir (the container's root filesystem is read-only).
 TEST(Manifests, WorkerPodsMountTheCheckpointClaim) {

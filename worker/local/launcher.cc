@@ -28,6 +28,7 @@
 #include "common/random_token.h"
 #include "worker/checkpoint/export.h"
 #include "worker/checkpoint/hf_init.h"
+#include "worker/local/regions.h"
 #include "worker/local/report.h"
 #include "worker/local/preemption.h"
 #include "worker/local/step_invariant.h"
@@ -50,6 +51,8 @@ struct Child {
   bool withdrawn = false;  // removed from discovery after it exited (the registry answered)
   double withdraw_retry_at = 0;  // a withdraw the registry did not answer is tried again from then
   bool replaced = false;   // a registry that exited and was started again
+  std::string region;      // --region of a worker ("" = none)
+  bool preempted = false;  // signalled by the preemption schedule (its region was queued for a joiner)
   bool exited() const { return !proc.running(); }
 };
 
@@ -109,7 +112,7 @@ class LocalRun {
   bool restart_registry(const std::string& how);
   std::optional<std::string> restart_exited_registry();
   std::optional<std::string> check_workers_per_stage() const;
-  void start_worker(const std::string& id, int s);
+  void start_worker(const std::string& id, int s, const std::string& region);
   void start_workers();
   void start_trainers();
   void write_processes() const;
@@ -149,6 +152,7 @@ class LocalRun {
   std::vector<std::string> reports_;
   std::vector<std::string> worker_reports_;  // written by each worker as it stops
   int joiners_ = 0;
+  JoinerRegions joiner_regions_{o_.regions};  // preempted workers' regions, each for the next joiner
   int registry_restarts_ = 0;
   int64_t preemptions_reported_ = 0;  // what the registry has counted of preemptions_ so far
   double preemptions_retry_at_ = 0;
@@ -297,8 +301,8 @@ std::optional<std::string> LocalRun::check_workers_per_stage() const {
   return std::nullopt;
 }
 
-// A worker `id` of stage `s` (-1: the registry assigns one, as for a joiner).
-void LocalRun::start_worker(const std::string& id, int s) {
+// A worker `id` of stage `s` (-1: the registry assigns one, as for a joiner) in `region` ("" = none).
+void LocalRun::start_worker(const std::string& id, int s, const std::string& region) {
   std::vector<std::string> args = {"worker", "--job", o_.job_path, "--stage", s >= 0 ? std::to_string(s) : "auto",
                                    "--peer-id", id, "--registry", registry_url_, "--threads",
                                    std::to_string(threads_), "--drain-seconds", std::to_string(drain_seconds_)};
@@ -310,13 +314,17 @@ void LocalRun::start_worker(const std::string& id, int s) {
   args.insert(args.end(), {"--report", report, "--steps", std::to_string(max_steps_)});
   if (auto it = o_.slow_workers.find(id); it != o_.slow_workers.end())
     args.insert(args.end(), {"--slowdown", std::to_string(it->second)});
-  start({"worker " + id, "worker", id, s, id + ".log", {}}, args);
+  if (!region.empty()) args.insert(args.end(), {"--region", region});
+  Child c{"worker " + id, "worker", id, s, id + ".log", {}};
+  c.region = region;
+  start(std::move(c), args);
 }
 
 void LocalRun::start_workers() {
   for (int s = 0; s < spec_.pipeline.stages; ++s) {
     const int n = o_.workers_per_stage.empty() ? static_cast<int>(spec_.workers.per_stage) : o_.workers_per_stage[s];
-    for (int i = 0; i < n; ++i) start_worker("stage" + std::to_string(s) + "-w" + std::to_string(i), s);
+    for (int i = 0; i < n; ++i)
+      start_worker("stage" + std::to_string(s) + "-w" + std::to_string(i), s, region_of(o_.regions, i));
   }
 }
 
@@ -331,6 +339,7 @@ void LocalRun::start_trainers() {
                                      "--registry", registry_url_, "--report", reports_.back(), "--steps",
                                      std::to_string(max_steps_)};
     if (o_.max_seconds > 0) args.insert(args.end(), {"--max-seconds", std::to_string(o_.max_seconds)});
+    if (!o_.regions.empty()) args.insert(args.end(), {"--region", region_of(o_.regions, t)});
     if (gpipe) {
       std::string peers;
       for (int st = 0; st < spec_.pipeline.stages; ++st)
@@ -464,12 +473,14 @@ void LocalRun::preempt() {
   }
   for (const auto& a : actions) {
     if (a.kind == PreemptionAction::Respawn) {
-      start_worker("joiner" + std::to_string(joiners_++), -1);
+      start_worker("joiner" + std::to_string(joiners_++), -1, joiner_regions_.next());
       continue;
     }
     for (auto& c : children_) {
       if (c.name != a.victim || c.exited()) continue;
       spdlog::info("preempting {} ({})", c.name, a.kind == PreemptionAction::Kill ? "SIGKILL" : "SIGTERM");
+      if (!c.preempted) joiner_regions_.preempted(c.region);
+      c.preempted = true;
       c.proc.signal(a.kind == PreemptionAction::Kill ? SIGKILL : SIGTERM);
     }
   }
@@ -588,6 +599,7 @@ nlohmann::json LocalRun::summary_of(const nlohmann::json& report, nlohmann::json
   auto summary = make_summary(report, o_.baseline.empty() ? "swarm" : o_.baseline, now_seconds() - started_);
   summary["logs"] = dir_;
   summary["preemptions"] = preemptions_->preemptions();
+  if (!o_.regions.empty()) summary["regions"] = o_.regions;
   double empty_total = 0;
   for (double v : stage_empty_) empty_total += v;
   summary["stage_empty_seconds"] = empty_total;

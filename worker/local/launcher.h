@@ -29,6 +29,9 @@ struct LocalOptions {
   double respawn_after = 0;
   int64_t seed = -1;
   std::vector<int> workers_per_stage;              // overrides spec.workers.perStage per stage
+  // --regions a,b: each worker, trainer and joiner runs with --region, as regions.h assigns them;
+  // the summary counts the hops the trainers routed across regions. Empty = no regions.
+  std::vector<std::string> regions;
   std::map<std::string, double> slow_workers;      // worker name -> slowdown factor
   // Checkpoints when the spec has no location: by default (no_checkpoints false) the run keeps them
   // under <log dir>/checkpoints whenever a stage has a single peer or preemptions are on, every

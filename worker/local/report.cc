@@ -45,14 +45,16 @@ nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
   nlohmann::json m = {{"steps", 0}, {"samples", 0}, {"samples_per_second", 0.0}, {"loss_first", 0.0},
                       {"loss_last", 0.0}, {"eval_loss", 0.0}, {"requests_retried", 0},
                       {"microbatches_lost", 0}, {"samples_recomputed", 0}, {"train_seconds", 0.0},
-                      {"wire_bytes", 0}, {"wire_bytes_per_sample", 0.0},
+                      {"wire_bytes", 0}, {"wire_bytes_per_sample", 0.0}, {"microbatch_hops", 0},
+                      {"cross_region_hops", 0}, {"cross_region_share", 0.0},
                       {"peers_per_stage", nlohmann::json::array()}, {"finished", true}};
   int n = 0;
   for (const auto& r : reports) {
     if (!r.is_object()) continue;
     ++n;
     m["steps"] = std::max(m["steps"].get<int64_t>(), r.value("steps", int64_t{0}));
-    for (const char* k : {"samples", "requests_retried", "microbatches_lost", "samples_recomputed", "wire_bytes"})
+    for (const char* k : {"samples", "requests_retried", "microbatches_lost", "samples_recomputed", "wire_bytes",
+                          "microbatch_hops", "cross_region_hops"})
       m[k] = m[k].get<int64_t>() + r.value(k, int64_t{0});
     m["samples_per_second"] = m["samples_per_second"].get<double>() + r.value("samples_per_second", 0.0);
     for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() + r.value(k, 0.0);
@@ -74,6 +76,8 @@ nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports) {
   if (n > 0)
     for (const char* k : {"loss_first", "loss_last", "eval_loss"}) m[k] = m[k].get<double>() / n;
   if (n == 0) m["finished"] = false;
+  if (m["microbatch_hops"].get<int64_t>() > 0)
+    m["cross_region_share"] = m["cross_region_hops"].get<double>() / m["microbatch_hops"].get<double>();
   if (m["samples"].get<int64_t>() > 0)
     m["wire_bytes_per_sample"] = m["wire_bytes"].get<double>() / m["samples"].get<double>();
   return m;

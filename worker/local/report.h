@@ -18,7 +18,7 @@ std::string tail_of(const std::string& path, size_t lines);
 nlohmann::json read_json(const std::string& path);
 
 // Sums or averages the trainers' reports into one (steps: the most; counts: summed; losses:
-// averaged; finished: all of them).
+// averaged; finished: all of them). cross_region_share: cross_region_hops / microbatch_hops.
 nlohmann::json merge_reports(const std::vector<nlohmann::json>& reports);
 
 // The workers' own counts, from their report files (StageServer's write_report): {"events":

@@ -604,6 +604,7 @@ void StageServer::Impl::announce(std::optional<planner::PeerState> state) {
   planner::PeerRecord rec;
   rec.peer_id = opt.peer_id;
   rec.role = "worker";
+  rec.region = opt.region;
   rec.stage = stage.load();
   rec.host = opt.host;
   rec.port = server->port();

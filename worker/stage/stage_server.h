@@ -21,6 +21,7 @@ struct WorkerOptions {
   JobSpec spec;
   int stage = -1;                  // -1: join the most loaded stage
   std::string peer_id;
+  std::string region;              // --region / SWARM_REGION, in its registry record; "" = none
   std::string host = "127.0.0.1";  // address that trainers and peers use to reach this worker
   int port = 0;                    // 0 = any free port
   std::string metrics_bind = "127.0.0.1:0";

@@ -29,6 +29,8 @@ nlohmann::json TrainerReport::to_json() const {
   return {{"steps", steps},
           {"samples", samples},
           {"microbatches", microbatches},
+          {"microbatch_hops", microbatch_hops},
+          {"cross_region_hops", cross_region_hops},
           {"samples_per_second", samples_per_second},
           {"loss_first", loss_first},
           {"loss_last", loss_last},
@@ -57,6 +59,7 @@ void Trainer::Impl::announce() {
   rec.peer_id = opt.peer_id;
   rec.role = "trainer";
   rec.stage = -1;
+  rec.region = opt.region;
   const std::string bind = opt.metrics_bind;
   const size_t colon = bind.rfind(':');
   rec.host = colon == std::string::npos || colon == 0 ? "127.0.0.1" : bind.substr(0, colon);
@@ -90,14 +93,15 @@ void Trainer::Impl::withdraw() {
 
 void Trainer::Impl::refresh_peers() {
   auto workers = registry->peers("worker");
-  std::vector<std::vector<std::string>> ids(stages);
+  std::vector<std::vector<planner::PeerCandidate>> ids(stages);
   swarm::MutexLock lk(peers_mu);
   for (const auto& p : workers) {
     // Only peers that serve: not while joining (downloading state) or draining (leaving).
     if (p.stage < 0 || p.stage >= stages || !planner::routable(p.state)) continue;
     // A pinned GPipe pipeline: this trainer's own worker of the stage, no other.
     if (!opt.gpipe_peers.empty() && opt.gpipe_peers[static_cast<size_t>(p.stage)] != p.peer_id) continue;
-    ids[p.stage].push_back(p.peer_id);
+    ids[p.stage].push_back({p.peer_id, p.region});
+    peer_region[p.peer_id] = p.region;
     const std::string endpoint = p.host + ":" + std::to_string(p.port);
     auto it = clients.find(p.peer_id);
     if (it == clients.end() || it->second.first != endpoint)
@@ -107,7 +111,7 @@ void Trainer::Impl::refresh_peers() {
   account_bytes();
   const double now = now_seconds();
   for (int s = 0; s < stages; ++s) {
-    routers[s]->set_peers(ids[s], now);
+    routers[s]->set_candidates(ids[s], now);
     peers_per_stage[s] = static_cast<int>(ids[s].size());
     metrics->set_peers(s, static_cast<double>(ids[s].size()));
   }
@@ -229,7 +233,7 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
     m.tensors.push_back(inputs[last]);
     m.tensors.push_back(to_wire(targets));
     return m;
-  }, "", nullptr);
+  }, "", &fwd_peer[last]);
   const double loss = meta_double(parse_meta(reply), "loss");
   if (reply.tensors.size() != 1) throw MicrobatchLost("forward_backward reply without a gradient");
   net::WireTensor grad = std::move(reply.tensors[0]);
@@ -248,6 +252,7 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   }
   const int64_t done = samples += B;
   microbatches++;
+  count_hops(fwd_peer);
   metrics->set_loss(loss);
   swarm::MutexLock lk(loss_mu);
   const size_t per_batch = static_cast<size_t>(opt.spec.training.global_batch / B);
@@ -256,6 +261,23 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   if (recent_losses.size() > per_batch) recent_losses.erase(recent_losses.begin());
   loss_ema = curve.empty() ? loss : 0.9 * loss_ema + 0.1 * loss;
   if (curve.size() < 4096) curve.emplace_back(done, loss);
+}
+
+void Trainer::Impl::count_hops(const std::vector<std::string>& path) {
+  int64_t crossed = 0;
+  {
+    swarm::MutexLock lk(peers_mu);
+    // A peer never listed (none is: it was picked from the listing) would be in region "".
+    std::string from = opt.region;
+    for (const auto& peer : path) {
+      auto it = peer_region.find(peer);
+      const std::string to = it == peer_region.end() ? std::string() : it->second;
+      crossed += planner::crosses_regions(from, to) ? 1 : 0;
+      from = to;
+    }
+  }
+  hops += static_cast<int64_t>(path.size());
+  cross_region_hops += crossed;
 }
 
 double Trainer::Impl::evaluate() {
@@ -314,6 +336,8 @@ TrainerReport Trainer::Impl::snapshot() {
   TrainerReport r;
   r.samples = samples;
   r.microbatches = microbatches;
+  r.microbatch_hops = hops;
+  r.cross_region_hops = cross_region_hops;
   r.requests_retried = retried;
   r.microbatches_lost = lost;
   r.samples_recomputed = recomputed;

@@ -20,6 +20,7 @@ struct TrainerOptions {
   JobSpec spec;
   int index = 0;                 // selects this trainer's data stream
   std::string peer_id;
+  std::string region;            // --region / SWARM_REGION: its peers there are preferred; "" = none
   std::string registry_url;
   std::string secret;            // the job secret: signs data-plane frames and registry requests
   std::string report_path;       // JSON progress report, rewritten every second; "" = none
@@ -46,6 +47,10 @@ struct TrainerReport {
   int64_t steps = 0;              // optimizer steps every stage has taken
   int64_t samples = 0;            // samples whose forward and backward completed
   int64_t microbatches = 0;
+  // Each completed microbatch's forward path as this trainer routed it: trainer -> stage 0 and
+  // stage k -> k+1 (stages hops a microbatch), and those of them between two regions.
+  int64_t microbatch_hops = 0;
+  int64_t cross_region_hops = 0;
   double samples_per_second = 0;  // over the training loop (start-up excluded)
   double loss_first = 0;          // mean training loss of the first global batch
   double loss_last = 0;           // mean training loss of the last global batch

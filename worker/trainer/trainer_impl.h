@@ -43,6 +43,8 @@ struct Trainer::Impl {
     ro.ema_alpha = opt.spec.trainers.routing.ema_alpha;
     ro.backward_weight = opt.spec.trainers.routing.backward_weight;
     ro.explore_peer_seconds = opt.spec.trainers.routing.explore_peer_seconds;
+    ro.home_region = opt.region;
+    ro.inter_region_penalty_seconds = opt.spec.trainers.routing.inter_region_penalty_ms / 1000;
     for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
     for (auto& r : stage_step) r = 0;
     peers_per_stage.assign(stages, 0);
@@ -67,6 +69,8 @@ struct Trainer::Impl {
                     const std::function<net::Message(bool failover)>& build, const std::string& preferred,
                     std::string* used);
   void run_microbatch(uint64_t seq);
+  // Counts a completed microbatch's forward hops (`path`: its peer of each stage, in order).
+  void count_hops(const std::vector<std::string>& path) EXCLUDES(peers_mu);
   double evaluate();
   // One pass of the thread beside the training loop: discovery, the heartbeat when one is due,
   // the progress sample and the report file once a second (`last_*` carry the times between passes).
@@ -116,9 +120,11 @@ struct Trainer::Impl {
   swarm::Mutex peers_mu;
   std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients GUARDED_BY(peers_mu);  // id -> (endpoint, client)
   std::vector<int> peers_per_stage GUARDED_BY(peers_mu);
+  std::map<std::string, std::string> peer_region GUARDED_BY(peers_mu);  // worker id -> its region
 
   std::vector<std::atomic<int64_t>> stage_step;
   std::atomic<int64_t> retried{0}, lost{0}, recomputed{0}, samples{0}, microbatches{0};
+  std::atomic<int64_t> hops{0}, cross_region_hops{0};  // TrainerReport::microbatch_hops, cross_region_hops
   uint64_t bytes_sent GUARDED_BY(peers_mu) = 0;      // what the clients had counted at the last account_bytes
   uint64_t bytes_received GUARDED_BY(peers_mu) = 0;
   uint64_t wire_bytes GUARDED_BY(peers_mu) = 0;      // sent + received since the trainer started

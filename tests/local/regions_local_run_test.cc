@@ -1,0 +1,75 @@
+// End-to-end: `swarm local --regions a,b`, each region holding every stage (trainers keep their
+// microbatches at home) or one region without a stage's pool (its trainer routes that stage to the
+// other region and still trains).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/local/swarm_process.h"
+
+namespace {
+
+using namespace swarm::e2e;
+
+// Two stages, two trainers; the penalty is far above a request's round trip on a loaded machine,
+// so only exploration (an unmeasured remote peer is tried once) and failover may cross regions.
+// Rebalancing off: the rebalancer is region-blind and could fill region b's missing stage 1.
+const char* kRegionsJob = R"(
+  model: {hiddenSize: 64, numHeads: 4, layersPerStage: 1, sequenceLength: 64}
+  pipeline: {stages: 2}
+  training: {globalBatch: 32, microbatch: 4, maxSteps: 30}
+  workers: {perStage: 2, threads: 1}
+  trainers: {count: 2, inflightMicrobatches: 4, routing: {interRegionPenaltyMs: 1000}}
+  timeouts: {heartbeatSeconds: 0.3, peerExpirySeconds: 1.5, forwardSeconds: 10, backwardSeconds: 10, averagingSeconds: 10}
+  rebalancing: {enabled: false}
+)";
+
+TEST(LocalRunRegions, TwoRegionsHoldingEveryStageKeepMicrobatchesAtHome) {
+  const auto dir = fresh_dir("regions-home");
+  const auto job = write_job(dir, kRegionsJob);
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  const int rc = run({"local", job, "--regions", "a,b", "--workers-per-stage", "2,2", "--summary", summary,
+                      "--log-dir", logs, "--no-progress"},
+                     dir + "/out.log", 300);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+  EXPECT_EQ(s["regions"], nlohmann::json::array({"a", "b"}));
+  EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
+  // Every microbatch counted: two hops (trainer -> stage 0, stage 0 -> stage 1) each.
+  EXPECT_GE(s["microbatch_hops"].get<int64_t>(), 2 * 30 * 32 / 4) << s.dump();
+  EXPECT_LE(s["cross_region_share"].get<double>(), 0.05) << s.dump();
+  // Both trainers trained, each with its own region's peers: the registry listed the regions.
+  for (const char* t : {"trainer0", "trainer1"}) {
+    const auto r = read_json(logs + "/" + t + ".json");
+    EXPECT_GT(r["samples"].get<int64_t>(), 0) << t;
+    EXPECT_LE(r["cross_region_hops"].get<int64_t>(), r["microbatch_hops"].get<int64_t>() / 20) << t << r.dump();
+  }
+}
+
+// --workers-per-stage 2,1: stage 1's only worker is in region a, so trainer1 (region b) has no home
+// pool for it; it routes stage 1 to region a on every microbatch and trains.
+TEST(LocalRunRegions, AStageWithoutAHomePoolTrainsThroughTheOtherRegion) {
+  const auto dir = fresh_dir("regions-empty");
+  const auto job = write_job(dir, kRegionsJob);
+  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
+  const int rc = run({"local", job, "--regions", "a,b", "--workers-per-stage", "2,1", "--summary", summary,
+                      "--log-dir", logs, "--no-progress"},
+                     dir + "/out.log", 300);
+  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
+  EXPECT_GE(s["steps"].get<int64_t>(), 30);
+  EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
+  const auto b = read_json(logs + "/trainer1.json");
+  ASSERT_TRUE(b.is_object());
+  ASSERT_GT(b["microbatches"].get<int64_t>(), 0) << b.dump();
+  // Each of its microbatches crossed at least once: stage 0 (at home in b) -> stage 1 (in a).
+  EXPECT_GE(b["cross_region_hops"].get<int64_t>(), b["microbatches"].get<int64_t>()) << b.dump();
+  const auto a = read_json(logs + "/trainer0.json");
+  EXPECT_LE(a["cross_region_hops"].get<int64_t>(), a["microbatch_hops"].get<int64_t>() / 20) << a.dump();
+}
+
+}  // namespace
