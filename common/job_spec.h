@@ -207,7 +207,7 @@ struct RoutingSpec {
   double explore_peer_seconds = 10.0;  // explorePeerSeconds, > 0: unmeasured peers tried this soon
   // interRegionPenaltyMs, 0..60000: what a pick of a peer outside the trainer's region costs more
   // than one at home (its measured round trips already hold the inter-region RTT); 0 = region-blind.
-  double inter_region_penalty_ms = 50.0;
+  double inter_region_penalty_ms = 200.0;
 };
 
 // spec.trainers

@@ -92,7 +92,7 @@ TEST(JobSpecJson, UsesTheYamlKeysAndIncludesDefaults) {
   EXPECT_EQ(s["training"]["schedule"]["kind"], "cosine");
   EXPECT_EQ(s["training"]["dataset"]["path"], "/usr/share/games/fortunes");
   EXPECT_EQ(s["trainers"]["routing"]["explorePeerSeconds"], 10.0);
-  EXPECT_EQ(s["trainers"]["routing"]["interRegionPenaltyMs"], 50.0);
+  EXPECT_EQ(s["trainers"]["routing"]["interRegionPenaltyMs"], 200.0);
   EXPECT_EQ(s["timeouts"]["activationTtlSeconds"], 120.0);
   EXPECT_EQ(s["secret"], (json{{"env", "SWARM_JOB_SECRET"}}));  // no secretRef unless set
   EXPECT_EQ(to_json(everything_changed())["spec"]["secret"]["secretRef"],

@@ -83,7 +83,7 @@ TEST(JobSpec, BundledExampleParsesToTheDefaults) {
   EXPECT_DOUBLE_EQ(spec.trainers.routing.ema_alpha, 0.1);
   EXPECT_DOUBLE_EQ(spec.trainers.routing.backward_weight, 2.0);
   EXPECT_DOUBLE_EQ(spec.trainers.routing.explore_peer_seconds, 10.0);
-  EXPECT_DOUBLE_EQ(spec.trainers.routing.inter_region_penalty_ms, 50.0);
+  EXPECT_DOUBLE_EQ(spec.trainers.routing.inter_region_penalty_ms, 200.0);
   EXPECT_DOUBLE_EQ(spec.timeouts.connect_seconds, 3);
   EXPECT_DOUBLE_EQ(spec.timeouts.forward_seconds, 30);
   EXPECT_DOUBLE_EQ(spec.timeouts.backward_seconds, 60);
