@@ -24,17 +24,25 @@ const char* kRegionsJob = R"(
   rebalancing: {enabled: false}
 )";
 
+// One `swarm local --regions a,b` run of kRegionsJob with `workers_per_stage`; its summary (the
+// run's exit status and summary checked). The trainers' reports are in `dir`/logs.
+nlohmann::json run_in_two_regions(const std::string& dir, const std::string& workers_per_stage) {
+  const auto job = write_job(dir, kRegionsJob);
+  const std::string summary = dir + "/summary.json";
+  const int rc = run({"local", job, "--regions", "a,b", "--workers-per-stage", workers_per_stage, "--summary",
+                      summary, "--log-dir", dir + "/logs", "--no-progress"},
+                     dir + "/out.log", 300);
+  EXPECT_EQ(rc, 0) << read_text(dir + "/out.log");
+  auto s = read_json(summary);
+  EXPECT_TRUE(s.is_object() && s.value("finished", false)) << s.dump();
+  return s;
+}
+
 TEST(LocalRunRegions, TwoRegionsHoldingEveryStageKeepMicrobatchesAtHome) {
   const auto dir = fresh_dir("regions-home");
-  const auto job = write_job(dir, kRegionsJob);
-  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
-  const int rc = run({"local", job, "--regions", "a,b", "--workers-per-stage", "2,2", "--summary", summary,
-                      "--log-dir", logs, "--no-progress"},
-                     dir + "/out.log", 300);
-  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
-  auto s = read_json(summary);
+  const std::string logs = dir + "/logs";
+  auto s = run_in_two_regions(dir, "2,2");
   ASSERT_TRUE(s.is_object());
-  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
   EXPECT_EQ(s["regions"], nlohmann::json::array({"a", "b"}));
   EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
   // Every microbatch counted: two hops (trainer -> stage 0, stage 0 -> stage 1) each.
@@ -52,15 +60,9 @@ TEST(LocalRunRegions, TwoRegionsHoldingEveryStageKeepMicrobatchesAtHome) {
 // pool for it; it routes stage 1 to region a on every microbatch and trains.
 TEST(LocalRunRegions, AStageWithoutAHomePoolTrainsThroughTheOtherRegion) {
   const auto dir = fresh_dir("regions-empty");
-  const auto job = write_job(dir, kRegionsJob);
-  const std::string summary = dir + "/summary.json", logs = dir + "/logs";
-  const int rc = run({"local", job, "--regions", "a,b", "--workers-per-stage", "2,1", "--summary", summary,
-                      "--log-dir", logs, "--no-progress"},
-                     dir + "/out.log", 300);
-  ASSERT_EQ(rc, 0) << read_text(dir + "/out.log");
-  auto s = read_json(summary);
+  const std::string logs = dir + "/logs";
+  auto s = run_in_two_regions(dir, "2,1");
   ASSERT_TRUE(s.is_object());
-  EXPECT_TRUE(s["finished"].get<bool>()) << s.dump();
   EXPECT_GE(s["steps"].get<int64_t>(), 30);
   EXPECT_EQ(s["microbatches_lost"].get<int64_t>(), 0);
   const auto b = read_json(logs + "/trainer1.json");
