@@ -84,7 +84,7 @@ TEST(StepAccounting, PreemptedPeersLeaveEveryStageAtTheTrainersGlobalBatches) {
   // a kill comes every 3 s): its joiner restores the newest checkpoint and redoes the steps after
   // it (checkpoint_steps_lost / stage_steps_lost), each a global batch the other stage does not
   // redo; the work in flight at that moment is not accounted sample by sample (issue 29, left
-  // open: seen in 4 of 7 runs at load 5-8). Then the stages may differ by the steps redone, and
+  // open: seen in 4 of 8 runs at load 5-8). Then the stages may differ by the steps redone, and
   // no step averaged more than the global batch. Without a restore the accounting is exact.
   const int64_t redone = std::max(num(s, "checkpoint_steps_lost"), counted(s, "stage_steps_lost"));
   // Each restore may also leave the step in flight when the stage emptied one apart (seen: spread
