@@ -226,8 +226,11 @@ GroupView StepBook::group(int stage, int64_t step, int attempt, const PeerTable&
                           everyone_joined(*g, rd, stage, peers, now);
     if (timed_out || complete) {
       g->ready = true;
+      // Owed work that did not come: a gone peer's claim nobody took over, and (a group whose
+      // window passed) a live peer's claim taken over with a retry it had not admitted yet.
       for (const auto& [id, sh] : rd.shares)
-        if (sh.gone) view.unretried += std::max<int64_t>(0, sh.held() - std::max<int64_t>(0, sh.done));
+        view.unretried += sh.gone ? std::max<int64_t>(0, sh.held() - std::max<int64_t>(0, sh.done))
+                                  : std::max<int64_t>(0, sh.claim - sh.used);
       for (const auto& [id, m] : g->joined) {  // map order: sorted by peer_id
         if (peers.is_live(id, now)) g->members.push_back(m);
       }

@@ -101,7 +101,8 @@ struct GroupView {
   bool step_full = true;
   std::vector<std::string> awaiting;
   // Set by the one call that froze the group (Ready): samples gone peers owed the step whose
-  // retries did not come before it closed (their claims were not taken over). The step averages
+  // retries did not come before it closed (their claims were not taken over, or were taken over
+  // by a live peer that had not admitted the retry when the window passed). The step averages
   // that much less; the retries land in a later step. The registry counts them once
   // ("samples_unretried"). Not on the wire.
   int64_t unretried = 0;

@@ -180,5 +180,33 @@ TEST(StepBookClaims, AGroupWaitsForAMembersClaimGrantedAfterItJoined) {
   EXPECT_EQ(g.unretried, 0);
 }
 
+
+// The same moved claim, but the retry's work never reaches the peer that took the claim over
+// before the gather window passes: the group closes without it and says those samples were
+// unretried (the step averages that much short; counted, not lost from the books).
+TEST(StepBookClaims, AClaimTakenOverButNotAdmittedWhenTheWindowPassesIsUnretried) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
+  book.claim(0, 3, "b", ask(16, 16, 16), 32, t, 1);
+  ASSERT_EQ(book.join(0, 3, 0, member("b", 16), 10, 1.0), JoinResult::Joined);
+  book.abandon(0, "a", 2);
+  t.remove("a");
+  ProgressView v = book.claim(0, 3, "b", ask(16, 16, 24, 8, {{"a", 8}}), 32, t, 2.1);
+  ASSERT_EQ(v.granted, 24);
+  EXPECT_EQ(book.group(0, 3, 0, t, 2.15).state, GroupView::Gathering);
+  // The window (gather 10 s, after a's retry wait) passes with b's 8 moved samples not admitted
+  // (b's heartbeats keep it live).
+  const double late = 2 + StepBook::kRetrySeconds + 10 + 0.1;
+  t.upsert(worker("b", 0), late);
+  GroupView g = book.group(0, 3, 0, t, late);
+  ASSERT_EQ(g.state, GroupView::Ready);
+  ASSERT_EQ(g.members.size(), 1u);
+  EXPECT_EQ(g.members[0].samples, 16);
+  EXPECT_EQ(g.unretried, 8);
+  // Said once, by the call that froze the group.
+  EXPECT_EQ(book.group(0, 3, 0, t, late + 0.5).unretried, 0);
+}
+
 }  // namespace
 }  // namespace swarm::planner
