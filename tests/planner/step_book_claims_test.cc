@@ -155,14 +155,20 @@ TEST(StepBookClaims, TransfersComeOnlyFromPeersThatAreGone) {
 // A gone peer's claim that moves to a peer already in the step's group (the retry of its work
 // reached that peer after it joined) holds the group: closed then, the step would average the
 // moved samples short. It completes once that peer has done the work and joined again.
-TEST(StepBookClaims, AGroupWaitsForAMembersClaimGrantedAfterItJoined) {
-  PeerTable t = table_with({"a", "b"});
-  StepBook book;
-  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
+// Step 3 of stage 0 (global batch 32): a did 8 of its 16 samples and is gone at t=2 owing 8; b
+// did 16 and joined the step's group at t=1.
+void a_gone_owing_8_after_b_joined(StepBook& book, PeerTable& t) {
+  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);
   book.claim(0, 3, "b", ask(16, 16, 16), 32, t, 1);
   ASSERT_EQ(book.join(0, 3, 0, member("b", 16), 10, 1.0), JoinResult::Joined);
   book.abandon(0, "a", 2);
   t.remove("a");
+}
+
+TEST(StepBookClaims, AGroupWaitsForAMembersClaimGrantedAfterItJoined) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  a_gone_owing_8_after_b_joined(book, t);
   EXPECT_EQ(book.group(0, 3, 0, t, 2.05).state, GroupView::Gathering);  // a's retries are awaited
   // The retry's transfer moves a's owed 8 to b, which is still a member.
   ProgressView v = book.claim(0, 3, "b", ask(16, 16, 24, 8, {{"a", 8}}), 32, t, 2.1);
@@ -180,18 +186,13 @@ TEST(StepBookClaims, AGroupWaitsForAMembersClaimGrantedAfterItJoined) {
   EXPECT_EQ(g.unretried, 0);
 }
 
-
 // The same moved claim, but the retry's work never reaches the peer that took the claim over
 // before the gather window passes: the group closes without it and says those samples were
 // unretried (the step averages that much short; counted, not lost from the books).
 TEST(StepBookClaims, AClaimTakenOverButNotAdmittedWhenTheWindowPassesIsUnretried) {
   PeerTable t = table_with({"a", "b"});
   StepBook book;
-  book.claim(0, 3, "a", ask(8, 16, 16), 32, t, 1);  // 8 done, 8 owed
-  book.claim(0, 3, "b", ask(16, 16, 16), 32, t, 1);
-  ASSERT_EQ(book.join(0, 3, 0, member("b", 16), 10, 1.0), JoinResult::Joined);
-  book.abandon(0, "a", 2);
-  t.remove("a");
+  a_gone_owing_8_after_b_joined(book, t);
   ProgressView v = book.claim(0, 3, "b", ask(16, 16, 24, 8, {{"a", 8}}), 32, t, 2.1);
   ASSERT_EQ(v.granted, 24);
   EXPECT_EQ(book.group(0, 3, 0, t, 2.15).state, GroupView::Gathering);
