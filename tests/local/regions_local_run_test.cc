@@ -70,8 +70,12 @@ TEST(LocalRunRegions, AStageWithoutAHomePoolTrainsThroughTheOtherRegion) {
   ASSERT_GT(b["microbatches"].get<int64_t>(), 0) << b.dump();
   // Each of its microbatches crossed at least once: stage 0 (at home in b) -> stage 1 (in a).
   EXPECT_GE(b["cross_region_hops"].get<int64_t>(), b["microbatches"].get<int64_t>()) << b.dump();
+  // Region a's trainer has both stages at home. Region-blind it would send half of its stage-0
+  // hops (a quarter of all) to region b's stage-0 peer; with the penalty it crosses only when its
+  // home peer's queue outweighs 1 s: 2-3 % on a quiet machine, 16 of 240 hops (6.7 %) once under
+  // ctest -j 2 (2026-12-07). At most an eighth of its hops, half the region-blind share.
   const auto a = read_json(logs + "/trainer0.json");
-  EXPECT_LE(a["cross_region_hops"].get<int64_t>(), a["microbatch_hops"].get<int64_t>() / 20) << a.dump();
+  EXPECT_LE(a["cross_region_hops"].get<int64_t>(), a["microbatch_hops"].get<int64_t>() / 8) << a.dump();
 }
 
 }  // namespace
