@@ -27,7 +27,7 @@ int64_t counted(const nlohmann::json& s, const char* kind) {
 }
 
 // `whole`: the invariant both ways (ok); otherwise only its upper bound (no stage admitted more
-// than the samples counted as admitted twice), its lower bound printed (see the preempted run).
+// than the samples counted as admitted twice; see the preempted run).
 void expect_stages_at_the_trainers_global_batches(const nlohmann::json& s, bool whole = true) {
   ASSERT_TRUE(s.contains("step_invariant") && s["step_invariant"].is_object()) << s.dump();
   const auto& inv = s["step_invariant"];
@@ -35,12 +35,8 @@ void expect_stages_at_the_trainers_global_batches(const nlohmann::json& s, bool 
     EXPECT_TRUE(inv["ok"].get<bool>()) << inv.dump();
   } else {
     const auto& acc = inv["accounted_samples"];
-    for (const auto& [stage, st] : inv["stages"].items()) {
-      const int64_t extra = st["extra_samples"].get<int64_t>();
-      EXPECT_LE(extra, acc["total"].get<int64_t>()) << inv.dump();
-      if (extra < -acc["may_take_away"].get<int64_t>())
-        std::cerr << "stage " << stage << " admitted " << -extra << " samples fewer than the trainers completed\n";
-    }
+    for (const auto& [stage, st] : inv["stages"].items())
+      EXPECT_LE(st["extra_samples"].get<int64_t>(), acc["total"].get<int64_t>()) << inv.dump();
   }
   ASSERT_EQ(inv["stages"].size(), 2u) << inv.dump();
   // The last steps the trainers' microbatches filled were closed before the summary was read.
@@ -134,7 +130,8 @@ TEST(StepAccounting, PreemptedPeersLeaveEveryStageAtTheTrainersGlobalBatches) {
   // it, 32 of 140 in one run of 4) are printed, not asserted.
   const int64_t named = num(s, "samples_lost") + num(s, "samples_readmitted") + num(s, "samples_unretried") +
                         4 * num(s, "microbatches_lost") + num(s, "handoff_samples_unconfirmed");
-  std::cerr << "short samples " << counted(s, "step_samples_short") << ", named by a counter " << named << "\n";
+  std::cerr << "short samples " << counted(s, "step_samples_short") << ", named by a counter " << named
+            << "; the most a stage fell under the trainers' count: " << under << "\n";
 }
 
 }  // namespace
