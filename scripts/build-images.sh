@@ -17,7 +17,10 @@
 #                                                downloaded once into ~/.cache/swarm-operator/wheels/
 #                                                (~2.8 GB) and mounted into the build, and a ccache
 #                                                for it is kept in ~/.cache/swarm-operator/ccache-cuda
-#   options: --tag TAG (default dev), --only worker|operator, --torch cpu|cuda (default cpu);
+#   localhost/kueue:<version>       --only kueue: Kueue's controller manager (scripts/k8s/build-kueue.sh,
+#                                   a static binary from the Go module proxy) FROM scratch, as its
+#                                   release image is, for scripts/k8s/kueue.sh; not built otherwise
+#   options: --tag TAG (default dev), --only worker|operator|kueue, --torch cpu|cuda (default cpu);
 #   SWARM_IMAGE_JOBS=N limits the CUDA build's compile jobs (default: every core)
 #
 # Idempotent: the base image is made only when missing; in --prebuilt mode the runtime stage is
@@ -51,6 +54,10 @@ while (($#)); do
   esac
 done
 
+case "$ONLY" in
+  ""|worker|operator|kueue) ;;
+  *) echo "build-images: --only worker|operator|kueue, not $ONLY" >&2; exit 2 ;;
+esac
 case "$TORCH" in
   cpu) ;;
   cuda)
@@ -66,6 +73,42 @@ SUDO=""
 BUILDAH="$SUDO buildah --storage-driver vfs"
 log() { echo "[build-images $(date +%T)] $*" >&2; }
 command -v buildah >/dev/null && command -v debootstrap >/dev/null || bash scripts/install-deps.sh
+
+# Kueue's image: its binary as /manager (the release's Deployment runs /manager), a non-root user
+# (the Deployment says runAsNonRoot), nothing else. Remade when the binary changes (its digest is a
+# label of the image); tagged with Kueue's version, not --tag.
+kueue_image() {
+  local dir version image digest ctr start
+  start=$(date +%s)
+  dir=$(bash scripts/k8s/build-kueue.sh | tail -n 1)
+  version=$(basename "$dir")
+  image=localhost/kueue:$version
+  digest=$(sha256sum "$dir/bin/kueue" | cut -c1-16)
+  if [ "$($BUILDAH inspect --type image --format '{{index .ImageAnnotations "io.swarm-operator.binary"}}' "$image" 2>/dev/null || true)" = "$digest" ]; then
+    log "$image is cached"
+  else
+    ctr=$($BUILDAH from scratch)
+    $BUILDAH copy --chown 0:0 "$ctr" "$dir/bin/kueue" /manager >/dev/null
+    $BUILDAH config --entrypoint '["/manager"]' --cmd '[]' --user 65532:65532 \
+      --annotation io.swarm-operator.binary="$digest" "$ctr"
+    replace_tag "$image" "$($BUILDAH commit --quiet --rm "$ctr")"
+    log "$image built in $(( $(date +%s) - start )) s"
+  fi
+  echo "$image"
+}
+
+# replace_tag IMAGE NEW_ID: tags NEW_ID as IMAGE and removes the image IMAGE named before, unless
+# another tag still uses it (vfs storage keeps a full copy of every layer: old images add up fast).
+replace_tag() {
+  local image=$1 new=$2 old
+  old=$($BUILDAH images --noheading --quiet --no-trunc "$image" 2>/dev/null | head -1 || true)
+  $BUILDAH tag "$new" "$image"
+  if [ -n "$old" ] && [ "$old" != "$new" ] && [ "${old#sha256:}" != "${new#sha256:}" ]; then
+    $BUILDAH rmi "$old" >/dev/null 2>&1 || true
+  fi
+}
+
+if [ "$ONLY" = kueue ]; then kueue_image; exit 0; fi
 
 # The base image: Debian bookworm minbase from the mirror (and with the apt sources) this machine
 # uses, so that images get the same package versions as the host build. Its key changes with the
@@ -111,17 +154,6 @@ else
   $BUILDAH tag "$BASE_IMAGE" localhost/swarm-base:$SUITE
   log "base image $BASE_IMAGE made in $(( $(date +%s) - start )) s"
 fi
-
-# replace_tag IMAGE NEW_ID: tags NEW_ID as IMAGE and removes the image IMAGE named before, unless
-# another tag still uses it (vfs storage keeps a full copy of every layer: old images add up fast).
-replace_tag() {
-  local image=$1 new=$2 old
-  old=$($BUILDAH images --noheading --quiet --no-trunc "$image" 2>/dev/null | head -1 || true)
-  $BUILDAH tag "$new" "$image"
-  if [ -n "$old" ] && [ "$old" != "$new" ] && [ "${old#sha256:}" != "${new#sha256:}" ]; then
-    $BUILDAH rmi "$old" >/dev/null 2>&1 || true
-  fi
-}
 
 # The wheels of the CUDA image, downloaded once per version into WHEELS (for the Python and
 # platform of the image: CPython 3.11, glibc 2.36, x86_64; Debian bookworm's).

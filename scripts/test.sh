@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 #                      Kubernetes nodes (ctest -L cluster; scripts/k8s/cluster.sh)
 #   build-minio.sh     MinIO, the S3 server the object-storage checkpoint tests write to
 #   build-kueue.sh     Kueue's controller manager, which the operator's Kueue tests run (operator_kueue_tests)
+#                      and the cluster end-to-end test runs in the cluster (scripts/k8s/kueue.sh)
 go_log=$(mktemp /tmp/swarm-go-build.XXXXXX.log)
 ( bash scripts/k8s/build-testenv.sh && bash scripts/k8s/build-helm.sh && bash scripts/k8s/build-cluster.sh &&
   bash scripts/build-minio.sh && bash scripts/k8s/build-kueue.sh ) \

@@ -23,7 +23,8 @@
 #   cluster.sh status           processes, nodes and pods; exit 1 when the cluster is not up
 #   cluster.sh leftovers        what of the cluster exists on this machine (empty after `down`);
 #                               exit 1 when something is left
-#   cluster.sh images           (re)import the project's images into every node (after a rebuild)
+#   cluster.sh images [IMAGE...] (re)import the project's images into every node (after a rebuild);
+#                               with IMAGEs, those (from buildah's storage) instead
 #   cluster.sh node-stop I      stop node I's kubelet and containerd and kill its containers
 #                               (a node lost without notice); node-start I brings it back
 #   cluster.sh apiserver-restart [SECONDS]
@@ -228,6 +229,9 @@ host_network() {
 }
 
 # --- control plane -----------------------------------------------------------------------------
+# --enable-aggregator-routing: the API server calls webhooks (Kueue's, scripts/k8s/kueue.sh) at
+# their Service's endpoints, not its ClusterIP: this host does not reach Service addresses (their
+# range is a blackhole route here; kube-proxy serves them to pods).
 start_apiserver() {
   start kube-apiserver "$STATE/logs/kube-apiserver.log" "$BIN/kube-apiserver" \
     --etcd-servers "http://$API:2379" --bind-address "$API" --advertise-address "$API" --secure-port 6443 \
@@ -238,7 +242,8 @@ start_apiserver() {
     --service-account-issuer https://kubernetes.default.svc --api-audiences https://kubernetes.default.svc \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --kubelet-preferred-address-types InternalIP,Hostname \
-    --service-cluster-ip-range "$SVC_CIDR" --allow-privileged --v 0
+    --service-cluster-ip-range "$SVC_CIDR" --allow-privileged \
+    --enable-aggregator-routing=true --v 0
   wait_for 120 "kube-apiserver /readyz" kc get --raw /readyz
 }
 control_plane() {
@@ -297,12 +302,14 @@ ensure_images() {
   fi
 }
 # Each image is exported once per image ID (docker-archive) and imported into a node's containerd
-# when that node does not have that ID yet.
+# when that node does not have that ID yet. import_images [IMAGE...]: these, by default the
+# cluster's own and the project's.
 import_images() {
-  local n i img id tar
+  local n i img id tar images=("$@")
+  [ ${#images[@]} -gt 0 ] || images=("$PAUSE_IMAGE" "$COREDNS_IMAGE" "${SWARM_IMAGES[@]}")
   n=$(node_count)
   mkdir -p "$STATE/images"
-  for img in "$PAUSE_IMAGE" "$COREDNS_IMAGE" "${SWARM_IMAGES[@]}"; do
+  for img in "${images[@]}"; do
     id=$(image_id "$img")
     if [ -z "$id" ]; then log "WARNING: image $img not found in buildah's storage: not imported"; continue; fi
     tar=$STATE/images/$(echo "$img" | tr '/:' '__')-${id:0:12}.tar
@@ -859,11 +866,14 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   leftovers) cmd_leftovers ;;
-  images) BIN=${SWARM_K8S_CACHE:-$HOME/.cache/swarm-operator/k8s}/${SWARM_K8S_VERSION:-v1.36.3}/bin
-          ensure_images; import_images ;;
+  images) shift
+          if [ $# -gt 0 ]; then import_images "$@"
+          else BIN=${SWARM_K8S_CACHE:-$HOME/.cache/swarm-operator/k8s}/${SWARM_K8S_VERSION:-v1.36.3}/bin
+               ensure_images; import_images
+          fi ;;
   node-stop) cmd_node_stop "${2:-}" ;;
   node-start) cmd_node_start "${2:-}" ;;
   apiserver-restart) cmd_apiserver_restart "${2:-}" ;;
   env) echo "export KUBECONFIG=$KUBECONFIG_FILE" ;;
-  *) echo "usage: cluster.sh up [--nodes N] | down | status | leftovers | images | node-stop I | node-start I | apiserver-restart [SECONDS] | env" >&2; exit 2 ;;
+  *) echo "usage: cluster.sh up [--nodes N] | down | status | leftovers | images [IMAGE...] | node-stop I | node-start I | apiserver-restart [SECONDS] | env" >&2; exit 2 ;;
 esac

@@ -19,6 +19,10 @@
 #     checkpoints); applied again under its name, the job resumes from them
 #   a job checkpointing to MinIO (s3://, credentials from a Secret): trainer 0 exports the model to
 #     the bucket at the end and status.exportedModel names it (tests/cluster/s3_phase.sh)
+#   Kueue v0.17.0 in the cluster (scripts/k8s/kueue.sh: its release's Deployment from an image,
+#     installed before the chart; the operator with kueue.enabled): a low-priority job borrows and
+#     trains, a high one reclaims the quota, low drains and checkpoints before its quota goes, high
+#     finishes, low is admitted again and resumes at its step (tests/cluster/kueue_phase.sh)
 # The cluster is torn down at the end, also on failure, and nothing may be left behind
 # (cluster.sh leftovers). Prints FIGURE lines (bench/cluster.sh collects them).
 #   cluster_e2e_test.sh SOURCE_DIR [BUILD_DIR]
@@ -55,6 +59,8 @@ diagnostics() {
   k get events -A --sort-by=.lastTimestamp 2>&1 | tail -40
   for p in $(k -n $OPNS get pods -o name 2>/dev/null); do echo "-- $p"; k -n $OPNS logs "$p" --tail 30 2>&1; done
   for p in $(k get pods -l swarm-operator.io/job=$JOB -o name 2>/dev/null); do echo "-- $p"; k logs "$p" --tail 15 2>&1; done
+  echo "-- Kueue"; k get workloads.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io -A -o wide 2>&1
+  k -n kueue-system logs deploy/kueue-controller-manager --tail 30 2>&1
 }
 all_logs() {
   for p in $(k -n $OPNS get pods -o name 2>/dev/null); do echo "-- $p"; k -n $OPNS logs "$p" --tail=-1 2>&1; done
@@ -104,12 +110,16 @@ log "second up (idempotent) in $(since "$t") s"
 grep -q gke-spot <<<"$(k get node node-1 -o jsonpath='{.spec.taints}')" || fail "spot node without the gke-spot taint"
 grep -q '^containerd://' <<<"$(k get node node-1 -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')" || fail "node-1 runtime is not containerd"
 
+# ---- Kueue, as its release runs it (before the chart: the operator is installed with it on) ----
+KUEUE_READY=$(bash "$SRC/scripts/k8s/kueue.sh" up | tail -n 1) || fail "scripts/k8s/kueue.sh up"
+log "FIGURE kueue_install_seconds $KUEUE_READY (kueue.sh up -> its webhooks answer)"
+
 # ---- the chart, operator in the cluster ----
 HELM=$(bash "$SRC/scripts/k8s/build-helm.sh" | tail -n 1)
 t=$(now)
 "$HELM" install swarm-operator "$SRC/helm/swarm-operator" -n $OPNS --create-namespace \
   --set image.repository=localhost/swarm-operator --set image.tag=dev --set image.pullPolicy=Never \
-  --set progress.periodSeconds=2 --wait --timeout 180s >/dev/null 2>"$OUT/helm.err" || { cat "$OUT/helm.err"; fail "helm install"; }
+  --set progress.periodSeconds=2 --set kueue.enabled=true --wait --timeout 180s >/dev/null 2>"$OUT/helm.err" || { cat "$OUT/helm.err"; fail "helm install"; }
 log "FIGURE helm_install_seconds $(since "$t")"
 [ "$(k -n $OPNS get deploy swarm-operator -o jsonpath='{.status.readyReplicas}')" = 2 ] || fail "operator Deployment not 2/2 ready"
 wait_until 60 "operator Lease held by one of its pods" bash -c \
@@ -367,5 +377,16 @@ k delete secret $JOB-secret >/dev/null || fail "delete the kept Secret"
 # ---- checkpoints and the exported model in object storage (MinIO) ----
 . "$SRC/tests/cluster/s3_phase.sh"
 s3_phase
+
+# ---- Kueue: borrow, reclaim, drain, resume ----
+# The spot nodes whole again first, as a cloud replaces reclaimed and lost nodes: the reclaimed
+# node's taint goes, the killed node starts again (the phase sizes its quota to all three).
+k taint node "$VICTIM" cloud.google.com/impending-node-termination- >/dev/null || fail "untaint $VICTIM"
+bash "$CL" node-start "$KILLED_I" >/dev/null 2>&1 || fail "cluster.sh node-start $KILLED_I"
+wait_until 120 "$KILLED Ready again" bash -c "[ \"\$(kubectl get node $KILLED -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" = True ]"
+. "$SRC/tests/cluster/kueue_phase.sh"
+T_KUEUE=$(now)
+kueue_phase
+log "FIGURE kueue_phase_seconds $(since "$T_KUEUE")"
 "$HELM" uninstall swarm-operator -n $OPNS >/dev/null || fail "helm uninstall"
 log "PASS"

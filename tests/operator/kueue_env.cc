@@ -89,10 +89,12 @@ void KueueEnv::install_crds() {
   // create, not apply: the Workload CRD is larger than apply's last-applied annotation may be.
   if (env_.kubectl("create -f " + root_ + "/config/crd/", &out) != 0)
     throw std::runtime_error("creating Kueue's CRDs failed:\n" + tail(out, 20));
-  for (const auto& entry : fs::directory_iterator(root_ + "/config/crd/patches")) {
-    YAML::Node patch = YAML::LoadFile(entry.path().string());
+  // The conversion webhooks the release's kustomize patches in (not every file in crd/patches/).
+  for (const auto& entry : YAML::LoadFile(root_ + "/config/crd-kustomization.yaml")["patches"]) {
+    const fs::path file = root_ + "/config/crd/" + entry["path"].as<std::string>();
+    YAML::Node patch = YAML::LoadFile(file.string());
     point_at_service(patch["spec"]["conversion"]["webhook"]["clientConfig"]["service"]);
-    const std::string path = env_.dir() + "/" + entry.path().filename().string();
+    const std::string path = env_.dir() + "/" + file.filename().string();
     std::ofstream(path) << YAML::Dump(patch) << "\n";
     const std::string crd = patch["metadata"]["name"].as<std::string>();
     if (env_.kubectl("patch crd " + crd + " --type merge --patch-file " + path, &out) != 0)
