@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/job_spec.h"
+#include "tests/common/job_spec_fixtures.h"
 
 namespace swarm {
 namespace {
@@ -16,9 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
-std::string manifest(const std::string& spec_flow) {
-  return "apiVersion: swarm-operator.io/v1alpha1\nkind: SwarmJob\nmetadata:\n  name: t\nspec: " + spec_flow + "\n";
-}
+using spec_test::manifest;
 
 struct Refused {
   std::string spec;      // a flow mapping under spec:
