@@ -4,6 +4,7 @@
 // from-hf`), trained 20 steps by `swarm local`, exported by `swarm export --format huggingface
 // --max-shard-size 20KB`, and loaded by AutoModelForCausalLM.from_pretrained offline: its logits on a
 // fixed batch equal the swarm's final model's (its stages' checkpoints, chained) within 1e-4.
+// The default gpt2 job the same way, as GPT2LMHeadModel (its Conv1D weights turned).
 // Also the folder's layout (config.json, the index, __metadata__ {"format": "pt"},
 // generation_config.json) and the pure helpers of worker/checkpoint/hf_export.h.
 //
@@ -80,10 +81,35 @@ TEST(HfExportHelpers, ConfigJsonIsLlamaForCausalLMWithLegacyRopeKeys) {
   EXPECT_EQ(j["tie_word_embeddings"], false);
   EXPECT_EQ(j["eos_token_id"], 2);
   EXPECT_EQ(runtime::hf_generation_config_json(nlohmann::json{{"bos_token_id", 1}})["bos_token_id"], 1);
-  model::ModelConfig gpt2;
-  ASSERT_TRUE(runtime::hf_export_refusal(gpt2).has_value());
-  EXPECT_NE(runtime::hf_export_refusal(gpt2)->find("gpt2"), std::string::npos);
   EXPECT_FALSE(runtime::hf_export_refusal(c).has_value());
+}
+
+TEST(HfExportHelpers, Gpt2ConfigJsonMatchesOurMathsAndSharedLayersAreRefused) {
+  model::ModelConfig c;  // gpt2
+  c.num_stages = 2;
+  c.stage_layers = {2, 3};
+  c.hidden_size = 96;
+  c.num_heads = 4;
+  c.gpt2.intermediate_size = 200;
+  c.gpt2.layer_norm_eps = 1e-6;
+  EXPECT_FALSE(runtime::hf_export_refusal(c).has_value());
+  const auto j = runtime::hf_config_json(c, nullptr);
+  EXPECT_EQ(j["architectures"], nlohmann::json::array({"GPT2LMHeadModel"}));
+  EXPECT_EQ(j["model_type"], "gpt2");
+  EXPECT_EQ(j["n_layer"], 5);
+  EXPECT_EQ(j["n_embd"], 96);
+  EXPECT_EQ(j["n_head"], 4);
+  EXPECT_EQ(j["n_inner"], 200);
+  EXPECT_EQ(j["n_positions"], c.sequence_length);
+  EXPECT_EQ(j["activation_function"], "gelu");  // exact, as torch::gelu; GPT-2's own is gelu_new (tanh)
+  EXPECT_EQ(j["layer_norm_epsilon"], 1e-6);
+  EXPECT_EQ(j["scale_attn_by_inverse_layer_idx"], false);
+  EXPECT_EQ(j["tie_word_embeddings"], false);
+  EXPECT_FALSE(j.contains("rope_scaling"));
+  c.gpt2.shared_layers = true;
+  const auto why = runtime::hf_export_refusal(c);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("shared layers"), std::string::npos) << *why;
 }
 
 TEST(HfExport, ImportedTrainedExportedAndLoadedByTransformersGivesTheSwarmsLogits) {
@@ -154,6 +180,64 @@ TEST(HfExport, ImportedTrainedExportedAndLoadedByTransformersGivesTheSwarmsLogit
             0);
   const auto before = runtime::read_safetensors(dir + "/src-logits.safetensors").tensors.at(0).second;
   EXPECT_GT((before - theirs).abs().max().item<double>(), 1e-3);
+  fs::remove_all(dir);
+}
+
+// The default job (examples/tiny-lm.yaml, gpt2: LayerNorm, learned positions, exact GELU, an
+// untied head) trained 3 steps by `swarm local`, exported as GPT2LMHeadModel, loaded by
+// transformers: its logits equal the swarm's stages', chained, within 1e-4.
+TEST(HfExport, TheDefaultGpt2JobLoadsInTransformersAsGPT2LMHeadModelWithTheSwarmsLogits) {
+  if (python().empty()) {
+    if (python_required()) FAIL() << "SWARM_PYTHON is not set (scripts/install-python.sh prints the python to use)";
+    GTEST_SKIP() << "SWARM_PYTHON is not set: the transformers checks need scripts/install-python.sh's python";
+  }
+  const std::string dir = fresh_dir("hf-export-gpt2"), hf = dir + "/hf", logs = dir + "/logs";
+  const std::string job = std::string(SWARM_SOURCE_DIR) + "/examples/tiny-lm.yaml";
+  ASSERT_EQ(run({"local", job, "--steps", "3", "--log-dir", logs, "--no-progress"}, dir + "/run.log", 600), 0)
+      << read_text(dir + "/run.log");
+  ASSERT_EQ(run({"export", "--job", job, "--from", logs + "/checkpoints", "--secret-file", logs + "/job-secret",
+                 "--format", "huggingface", "--out", hf},
+                dir + "/export.log", 120),
+            0)
+      << read_text(dir + "/export.log");
+  const auto config = read_json(hf + "/config.json");
+  ASSERT_TRUE(config.is_object()) << read_text(dir + "/export.log");
+  EXPECT_EQ(config["architectures"][0], "GPT2LMHeadModel");
+  const auto file = runtime::read_safetensors(hf + "/model.safetensors");
+  EXPECT_EQ(file.metadata.at("format"), "pt");
+  bool saw_c_attn = false;
+  for (const auto& [name, t] : file.tensors)
+    if (name == "transformer.h.0.attn.c_attn.weight") {
+      saw_c_attn = true;
+      EXPECT_EQ(t.sizes(), (at::IntArrayRef{192, 576}));  // Conv1D: [in, out]
+    }
+  EXPECT_TRUE(saw_c_attn);
+
+  std::ofstream(dir + "/batch.json") << R"({"inputs": [[72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100],
+                                                [0, 255, 17, 200, 3, 99, 128, 64, 32, 16, 8, 4]]})";
+  ASSERT_EQ(run_python("logits " + hf + " " + dir + "/batch.json " + dir + "/logits.safetensors", dir + "/logits.log"), 0)
+      << read_text(dir + "/logits.log");
+  const JobSpec spec = load_job_spec(job);
+  int64_t step = 0;
+  const auto stages = runtime::load_checkpointed_stages(spec, runtime::CheckpointLocation(logs + "/checkpoints"),
+                                                        read_text(logs + "/job-secret").substr(0, 64), &step);
+  EXPECT_GE(step, 3);
+  at::Tensor x = torch::tensor(std::vector<int64_t>{72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 0, 255, 17,
+                                                    200, 3, 99, 128, 64, 32, 16, 8, 4})
+                     .reshape({2, 12});
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& s : stages) {
+      s->eval();
+      x = s->forward(x);
+    }
+  }
+  const auto theirs = runtime::read_safetensors(dir + "/logits.safetensors").tensors.at(0).second;
+  ASSERT_EQ(x.sizes(), theirs.sizes());
+  const double diff = (x - theirs).abs().max().item<double>();
+  std::cout << "[ logits ] gpt2 step " << step << ": max |swarm - transformers(export)| = " << diff
+            << " (logits up to " << theirs.abs().max().item<double>() << ")" << std::endl;
+  EXPECT_LT(diff, 1e-4);
   fs::remove_all(dir);
 }
 

@@ -68,12 +68,45 @@ std::vector<std::pair<std::string, at::Tensor>> hf_tensors(const std::vector<std
 }  // namespace
 
 std::optional<std::string> hf_export_refusal(const model::ModelConfig& config) {
-  if (config.is_llama()) return std::nullopt;
-  return std::string("--format huggingface: architecture gpt2 is not exported to Hugging Face's GPT2LMHeadModel yet "
-                     "(only llama is proved against transformers); export it in the swarm's own format");
+  if (config.is_llama() || !config.gpt2.shared_layers) return std::nullopt;
+  return std::string("--format huggingface: a gpt2 model with shared layers (one block per stage, applied to each of "
+                     "its layers) has no GPT2LMHeadModel layout, which holds a block per layer; export it in the "
+                     "swarm's own format");
 }
 
-nlohmann::json hf_config_json(const model::ModelConfig& c, const nlohmann::json& source) {
+namespace {
+
+// GPT2LMHeadModel's config.json: the keys transformers' GPT2Config reads, with what makes its
+// maths ours: the exact GELU ("gelu", not GPT-2's tanh "gelu_new"), our LayerNorm eps, attention
+// scaled by 1/sqrt(head_dim) only (not by the layer index), no dropout, an untied head.
+nlohmann::json gpt2_config_json(const model::ModelConfig& c) {
+  return {{"architectures", nlohmann::json::array({model::hf_architecture(c.architecture)})},
+          {"model_type", model::hf_model_type(c.architecture)},
+          {"vocab_size", c.vocab_size},
+          {"n_embd", c.hidden_size},
+          {"n_layer", c.total_layers()},
+          {"n_head", c.num_heads},
+          {"n_inner", c.gpt2.intermediate_size},
+          {"n_positions", c.sequence_length},
+          {"n_ctx", c.sequence_length},
+          {"activation_function", "gelu"},
+          {"layer_norm_epsilon", c.gpt2.layer_norm_eps},
+          {"resid_pdrop", 0.0},
+          {"embd_pdrop", 0.0},
+          {"attn_pdrop", 0.0},
+          {"scale_attn_weights", true},
+          {"scale_attn_by_inverse_layer_idx", false},
+          {"reorder_and_upcast_attn", false},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", false},
+          {"use_cache", true},
+          {"dtype", "float32"},
+          {"torch_dtype", "float32"}};
+}
+
+// LlamaForCausalLM's config.json, with the legacy rope keys (rope_theta; rope_scaling with
+// rope_type "llama3" when scaled), which transformers 4.x and 5 both read.
+nlohmann::json llama_config_json(const model::ModelConfig& c) {
   const auto& l = c.llama;
   nlohmann::json j = {{"architectures", nlohmann::json::array({model::hf_architecture(c.architecture)})},
                       {"model_type", model::hf_model_type(c.architecture)},
@@ -105,6 +138,13 @@ nlohmann::json hf_config_json(const model::ModelConfig& c, const nlohmann::json&
                          {"high_freq_factor", l.rope_scaling.high_freq_factor},
                          {"original_max_position_embeddings", l.rope_scaling.original_max_position_embeddings}};
   }
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json hf_config_json(const model::ModelConfig& c, const nlohmann::json& source) {
+  nlohmann::json j = c.is_llama() ? llama_config_json(c) : gpt2_config_json(c);
   if (source.is_object()) {
     for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"})
       if (source.contains(key)) j[key] = source[key];

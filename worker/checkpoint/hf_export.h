@@ -1,16 +1,21 @@
-// Hugging Face out: the stages of a llama job written as a LlamaForCausalLM checkpoint folder that
-// transformers' AutoModelForCausalLM.from_pretrained loads (and vLLM and llama.cpp's converter read):
-//   config.json             LlamaForCausalLM, the legacy rope keys (rope_theta, rope_scaling with
-//                           rope_type "llama3" when scaled: read by transformers 4.x and 5), "dtype"
-//                           and "torch_dtype" float32, tie_word_embeddings false (our head is its own)
+// Hugging Face out: the stages of a job written as a checkpoint folder that transformers'
+// AutoModelForCausalLM.from_pretrained loads (and vLLM and llama.cpp's converter read): a llama job
+// as LlamaForCausalLM, a gpt2 job as GPT2LMHeadModel.
+//   config.json             llama: LlamaForCausalLM, the legacy rope keys (rope_theta, rope_scaling
+//                           with rope_type "llama3" when scaled: read by transformers 4.x and 5);
+//                           gpt2: GPT2LMHeadModel with activation_function "gelu" (our exact GELU,
+//                           not GPT-2's tanh "gelu_new"), our layer_norm_epsilon, no dropout, the
+//                           attention scaled by 1/sqrt(head_dim) only; both: "dtype" and
+//                           "torch_dtype" float32, tie_word_embeddings false (our head is its own)
 //   model.safetensors       __metadata__ {"format": "pt"}; the tensors named by the architecture's
-//                           table (worker/model/arch_table.h), float32
+//                           table (worker/model/arch_table.h), float32; gpt2's Conv1D weights
+//                           (c_attn, c_proj, c_fc) stored [in, out], as GPT-2 holds them
 //   or model-0000k-of-0000n.safetensors + model.safetensors.index.json when the tensors exceed
 //                           max_shard_bytes (whole tensors per shard, in table order)
 //   generation_config.json  the token ids the source checkpoint named (none for a byte vocabulary)
 //   the source's tokenizer files (tokenizer.json, tokenizer.model, ...) when the job was imported
 //                           from a local Hugging Face folder (spec.model.init.from)
-// gpt2 jobs are refused (hf_export_refusal says why).
+// A gpt2 job with shared layers is refused (hf_export_refusal says why).
 #pragma once
 
 #include <cstdint>
@@ -27,14 +32,13 @@
 
 namespace swarm::runtime {
 
-// Why a config cannot be written in Hugging Face's layout, or nothing. gpt2 is refused for now:
-// the table (arch_table.h) has GPT2LMHeadModel's names and Conv1D transposes, and the maths can
-// match (activation_function "gelu" is our exact GELU, layer_norm_epsilon our eps, an untied
-// lm_head with tie_word_embeddings false), but that export is not yet proved against transformers;
-// the swarm's own format (swarm export without --format) keeps a gpt2 model.
+// Why a config cannot be written in Hugging Face's layout, or nothing: only a gpt2 model with
+// shared layers (ALBERT-style, one block reused by a stage's layers) is refused, since
+// GPT2LMHeadModel holds a block per layer; the swarm's own format (swarm export without
+// --format) keeps it.
 std::optional<std::string> hf_export_refusal(const model::ModelConfig& config);
 
-// config.json for `config` (a llama config). `source` is the imported checkpoint's config.json (or
+// config.json for `config` (llama or gpt2). `source` is the imported checkpoint's config.json (or
 // null): its token ids (bos/eos/pad) are carried over.
 nlohmann::json hf_config_json(const model::ModelConfig& config, const nlohmann::json& source);
 
