@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 namespace swarm::planner {
@@ -123,11 +124,12 @@ std::vector<StageLoad> source_stages(const std::vector<PeerLoad>& peers,
   return sources;
 }
 
-// The movable peers of `src` (not joining, not in cooldown at `now`), least loaded first; ties ->
-// the better min(source after, target after), then the lowest peer_id.
+// The movable peers of `src` (not joining, not in cooldown at `now`, of `region` when it names
+// one), least loaded first; ties -> the better min(source after, target after), then the lowest
+// peer_id.
 std::vector<Candidate> movable_peers(const std::vector<PeerLoad>& peers, const StageLoad& src,
                                      const StageLoad& target, double fallback,
-                                     const Rebalancer& rebalancer, double now) {
+                                     const Rebalancer& rebalancer, double now, const std::string& region) {
   // Stages differ in cost per sample (the last one also runs the LM head): a peer serves the
   // target at its speed times the ratio of the two stages' costs.
   const double scale = stage_cost(rebalancer.options(), src.stage) /
@@ -135,6 +137,7 @@ std::vector<Candidate> movable_peers(const std::vector<PeerLoad>& peers, const S
   std::vector<Candidate> cands;
   for (const auto& p : peers) {
     if (p.stage != src.stage || p.joining || rebalancer.in_cooldown(p.peer_id, now)) continue;
+    if (!region.empty() && p.region != region) continue;  // a region-less peer serves every region
     const double v = throughput_of(p, fallback);
     const double w = v * scale;
     cands.push_back({&p, v, w, clean_queue(p.queue_length) / v,
@@ -239,9 +242,24 @@ int most_loaded_stage(const std::vector<StageLoad>& loads, double band) {
 }
 
 int choose_stage_for_joiner(const std::vector<PeerLoad>& peers, int num_stages,
-                            const RebalanceOptions& options) {
+                            const RebalanceOptions& options, const std::string& region) {
   if (num_stages <= 0) return -1;
-  return most_loaded_stage(stage_loads(peers, num_stages, options), options.min_gain);
+  const auto pool = region.empty() ? peers : region_pool(peers, region);
+  return most_loaded_stage(stage_loads(pool, num_stages, options), options.min_gain);
+}
+
+std::vector<std::string> regions_of(const std::vector<PeerLoad>& peers) {
+  std::set<std::string> names;
+  for (const auto& p : peers)
+    if (!p.region.empty()) names.insert(p.region);
+  return {names.begin(), names.end()};
+}
+
+std::vector<PeerLoad> region_pool(const std::vector<PeerLoad>& peers, const std::string& region) {
+  std::vector<PeerLoad> pool;
+  for (const auto& p : peers)
+    if (p.region.empty() || p.region == region) pool.push_back(p);
+  return pool;
 }
 
 std::optional<std::string> choose_donor(const std::vector<PeerLoad>& peers_of_stage,
@@ -313,7 +331,30 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
   for (auto it = moved_at_.begin(); it != moved_at_.end();) {  // forget expired cooldowns
     it = now - it->second >= options_.cooldown_seconds ? moved_at_.erase(it) : std::next(it);
   }
+  const auto regions = regions_of(peers);
+  std::optional<Move> m;
+  if (regions.size() < 2) {
+    m = plan_in(peers, num_stages, now, "");
+  } else {
+    // The region whose own pipeline is the slowest first (ties: by name, as regions_of sorts).
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& r : regions)
+      order.emplace_back(bottleneck_throughput(stage_loads(region_pool(peers, r), num_stages, options_)), r);
+    order_by(order, [](const auto& a, const auto& b) { return cmp(a.first, b.first) < 0; });
+    for (const auto& [bottleneck, r] : order) {
+      m = plan_in(region_pool(peers, r), num_stages, now, r);
+      if (m) {
+        m->reason = "region " + r + ": " + m->reason;
+        break;
+      }
+    }
+  }
+  if (m) last_move_at_ = now;
+  return m;
+}
 
+std::optional<Move> Rebalancer::plan_in(const std::vector<PeerLoad>& peers, int num_stages, double now,
+                                        const std::string& region) const {
   const double fallback = unknown_throughput_estimate(peers);
   const std::vector<StageLoad> loads = stage_loads(peers, num_stages, options_);
   const StageLoad& target = loads[static_cast<size_t>(most_loaded_stage(loads, options_.min_gain))];
@@ -322,13 +363,12 @@ std::optional<Move> Rebalancer::plan(const std::vector<PeerLoad>& peers, int num
   const int keep = target_empty ? 1 : options_.min_peers_per_stage;
   const double required = (1 + options_.min_gain) * target.throughput;
   for (const StageLoad& src : source_stages(peers, loads, target.stage, keep, num_stages)) {
-    for (const Candidate& c : movable_peers(peers, src, target, fallback, *this, now)) {
+    for (const Candidate& c : movable_peers(peers, src, target, fallback, *this, now, region)) {
       const bool ok =
           target_empty || (cmp(c.pair, target.throughput) > 0 && cmp(c.pair, required) >= 0);
       if (!ok) continue;
       Move m = simulate_move(loads, src, target, c);
       m.reason = move_reason(src, target, c, options_.min_gain);
-      last_move_at_ = now;
       return m;
     }
   }

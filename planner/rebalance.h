@@ -29,6 +29,15 @@
 // Bottleneck throughput of an assignment = min over stages of the stage's total throughput (the
 // pipeline runs at the pace of its slowest stage); 0 when a stage is empty.
 //
+// Regions (PeerLoad::region, the region a peer runs in; "" = none given). Trainers prefer a peer
+// of their own region for every stage (planner/stage_router.h), so when the peers come from two
+// regions or more each region runs a pipeline of its own, capped by its own slowest stage, and a
+// stage a region lacks is served from another region over the slow link. Placement and moves then
+// work per region: a region's pool is its peers plus the region-less ones (""), a joiner goes to
+// the most loaded stage of its region's pool, and the rebalancer moves a peer between two stages
+// of its own region (a peer cannot change region) - the region whose pool has the lowest
+// bottleneck first. With fewer than two regions named, everything is as without regions.
+//
 // Floating-point ties: two values equal within a relative 1e-9 count as equal, so the documented
 // tie rules apply even when sums were accumulated in a different order.
 #pragma once
@@ -57,6 +66,7 @@ struct PeerLoad {
   double queue_length = 0;        // samples waiting; negative / NaN / inf read as 0
   double samples_per_second = 0;  // measured throughput, 0 = unknown
   bool joining = false;           // still downloading its state: not serving yet
+  std::string region;             // where it runs ("" = none given: counts in every region's pool)
 };
 
 struct StageLoad {
@@ -93,10 +103,17 @@ double bottleneck_throughput(const std::vector<StageLoad>& loads);
 // an empty vector.
 int most_loaded_stage(const std::vector<StageLoad>& loads, double band);
 
-// The stage a new peer should serve: most_loaded_stage(stage_loads(peers), options.min_gain).
-// -1 when num_stages <= 0.
+// The stage a new peer should serve: most_loaded_stage(stage_loads(peers), options.min_gain),
+// over the pool of the joiner's `region` when it names one (see Regions above: its region's peers
+// and the region-less ones). -1 when num_stages <= 0.
 int choose_stage_for_joiner(const std::vector<PeerLoad>& peers, int num_stages,
-                            const RebalanceOptions& options = {});
+                            const RebalanceOptions& options = {}, const std::string& region = "");
+
+// The distinct non-empty regions of `peers`, sorted.
+std::vector<std::string> regions_of(const std::vector<PeerLoad>& peers);
+
+// The pool of `region`: the peers of that region and the region-less ones, in input order.
+std::vector<PeerLoad> region_pool(const std::vector<PeerLoad>& peers, const std::string& region);
 
 // The peer of a stage that `joiner_id` should download parameters + optimizer state from.
 // Candidates: the peers of `peers_of_stage` that are not joining and are not the joiner itself.
@@ -146,6 +163,9 @@ std::vector<int> initial_assignment(int num_workers, int num_stages);
 //  The first acceptable candidate (source stages in order, peers in order) is returned, and the
 //  period restarts at `now` whether or not the caller carries the move out; the cooldown starts
 //  only with record_move().
+//  * regions: with two regions or more among `peers`, all of the above runs on each region's pool
+//    (its peers and the region-less ones), regions tried by ascending pool bottleneck (ties: name),
+//    and only a peer of that region moves; the reason names the region.
 class Rebalancer {
  public:
   // Throws std::invalid_argument for period/cooldown < 0, min_peers_per_stage < 1, min_gain < 0
@@ -163,6 +183,10 @@ class Rebalancer {
   const RebalanceOptions& options() const { return options_; }
 
  private:
+  // plan's rule on one pool of peers; with `region`, only a peer of that region moves.
+  std::optional<Move> plan_in(const std::vector<PeerLoad>& peers, int num_stages, double now,
+                              const std::string& region) const;
+
   RebalanceOptions options_;
   std::optional<double> last_move_at_;      // time of the last plan() that returned a move
   std::map<std::string, double> moved_at_;  // peer -> time of its last recorded move

@@ -176,7 +176,7 @@ void RegistryService::maybe_rebalance(double t) {
     if (p.state == planner::PeerState::Draining) continue;
     const bool joining = p.state == planner::PeerState::Joining;
     loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
-                     joining});
+                     joining, p.region});
     if (joining || !(p.samples_per_second > 0)) settled = false;
     if (!joining && p.stage >= 0 && p.stage < options_.num_stages)
       served[static_cast<size_t>(p.stage)] = true;
