@@ -135,7 +135,7 @@ bool operator==(const ModelSpec& a, const ModelSpec& b) {
 }
 bool operator==(const PipelineSpec& a, const PipelineSpec& b) {
   return a.stages == b.stages && a.compression == b.compression && a.block_size == b.block_size &&
-         a.layers_per_stage == b.layers_per_stage;
+         a.layers_per_stage == b.layers_per_stage && a.recompute_activations == b.recompute_activations;
 }
 bool operator==(const AveragingSpec& a, const AveragingSpec& b) {
   return a.compression == b.compression && a.block_size == b.block_size;

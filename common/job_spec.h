@@ -117,6 +117,11 @@ struct PipelineSpec {
   // lighter first and last stage balance the embedding and the head). Empty: every stage holds
   // spec.model.layersPerStage, which must then be left at its default when this list is given.
   std::vector<std::int64_t> layers_per_stage;
+  // recomputeActivations: a forward keeps only its stage input, not its graph, and the backward
+  // runs the forward again (with the same parameters) before it; a stage's memory for the
+  // microbatches in flight is then their inputs, at the cost of a second forward on every stage
+  // but the last (which runs forward and backward at once and keeps nothing).
+  bool recompute_activations = false;
 };
 
 // spec.averaging: how a stage's peers send the gradients they average.

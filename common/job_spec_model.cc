@@ -60,6 +60,7 @@ void decode_pipeline(Reader& spec, PipelineSpec& p) {
   r.get_enum("compression", p.compression, parse_compression, "none, fp16, blockwise8");
   r.get("blockSize", p.block_size);
   r.get_list("layersPerStage", p.layers_per_stage);
+  r.get("recomputeActivations", p.recompute_activations);
   r.finish();
 }
 
@@ -95,7 +96,8 @@ json pipeline_json(const PipelineSpec& p) {
   return {{"stages", p.stages},
           {"compression", to_string(p.compression)},
           {"blockSize", p.block_size},
-          {"layersPerStage", p.layers_per_stage}};
+          {"layersPerStage", p.layers_per_stage},
+          {"recomputeActivations", p.recompute_activations}};
 }
 
 }  // namespace swarm::detail

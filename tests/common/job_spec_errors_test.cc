@@ -59,6 +59,8 @@ TEST(JobSpec, EachInvalidValueIsReportedWithItsPathAndValue) {
       {"{model: {sharedLayers: yes}}",
        "spec.model.sharedLayers: expected a boolean (true or false), got \"yes\""},
       {"{model: 5}", "spec.model: expected an object, got 5"},
+      {"{pipeline: {recomputeActivations: 1}}",
+       "spec.pipeline.recomputeActivations: expected a boolean (true or false), got 1"},
       {"{training: {globalBatch: 60}}",
        "spec.training.globalBatch: must be a multiple of spec.training.microbatch (8), got 60"},
       {"{training: {globalBatch: 4}}",

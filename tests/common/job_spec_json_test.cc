@@ -36,6 +36,7 @@ JobSpec everything_changed() {
   s.model.intermediate_size = 3000;
   s.model.norm_eps = 1e-6;
   s.pipeline = {8, Compression::Blockwise8};
+  s.pipeline.recompute_activations = true;
   s.training.global_batch = 512;
   s.training.microbatch = 16;
   s.training.max_steps = 100000;
@@ -85,6 +86,7 @@ TEST(JobSpecJson, UsesTheYamlKeysAndIncludesDefaults) {
   EXPECT_EQ(s["model"]["hiddenSize"], 192);
   EXPECT_EQ(s["model"]["sharedLayers"], false);
   EXPECT_EQ(s["pipeline"]["compression"], "none");
+  EXPECT_EQ(s["pipeline"]["recomputeActivations"], false);
   EXPECT_EQ(s["workers"]["device"], "auto");
   EXPECT_EQ(s["workers"]["precision"], "auto");
   EXPECT_EQ(s["training"]["optimizer"]["name"], "adamw");

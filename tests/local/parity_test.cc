@@ -1,6 +1,7 @@
 // Learning parity: `swarm local` (separate processes, the wire, a registry) and
 // `swarm local --baseline single-process` (one process, no network) train the default job's model
 // on the same data to the same eval loss. Same libtorch, same kernels, one torch thread each side.
+// So does `swarm local` with spec.pipeline.recomputeActivations.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,6 +60,24 @@ TEST(Parity, TheSwarmAndTheSingleProcessReachTheSameEvalLoss) {
     EXPECT_NEAR(ca[i][1].get<double>(), cb[i][1].get<double>(), 1e-5) << "microbatch " << i;
   }
   EXPECT_LE(swarm["samples"].get<int64_t>() - single["samples"].get<int64_t>(), 4 * 8) << "at most the in-flight ones";
+
+  // The same job with spec.pipeline.recomputeActivations: stage 0 keeps only each microbatch's
+  // tokens and runs its forward again before the backward. The same operations on the same
+  // parameters: the same losses, microbatch by microbatch, and the same eval loss.
+  const std::string keep = "recomputeActivations: false";
+  const auto flag = yaml.find(keep);
+  ASSERT_NE(flag, std::string::npos) << "examples/tiny-lm.yaml documents pipeline.recomputeActivations";
+  yaml.replace(flag, keep.size(), "recomputeActivations: true");
+  const std::string job_recompute = dir + "/job-recompute.yaml";
+  std::ofstream(job_recompute) << yaml;
+  const auto recomputed = train(dir + "/recompute", job_recompute, {});
+  ASSERT_TRUE(recomputed.is_object());
+  EXPECT_EQ(recomputed["steps"], 12);
+  EXPECT_NEAR(recomputed["eval_loss"].get<double>(), a, 1e-5) << recomputed.dump();
+  const auto& cr = recomputed["loss_curve"];
+  ASSERT_GE(cr.size(), per_run) << recomputed.dump();
+  for (size_t i = 0; i < per_run; ++i)
+    EXPECT_NEAR(cr[i][1].get<double>(), ca[i][1].get<double>(), 1e-5) << "microbatch " << i << " (recompute)";
 }
 
 }  // namespace

@@ -80,6 +80,24 @@ INSTANTIATE_TEST_SUITE_P(Kinds, StateRoundTrip,
                          ::testing::Values(OptimizerConfig::AdamW, OptimizerConfig::Lamb),
                          [](const auto& p) { return std::string(kind_name(p.param)); });
 
+// The blob is built in one allocation, with room left for a checkpoint's trailer: a stage's
+// state never passes through a buffer grown by doubling (up to twice its size), and
+// write_checkpoint appends its trailer without a second copy of the state.
+TEST(State, TheBlobIsOneAllocationWithRoomForTheCheckpointTrailer) {
+  ModelConfig c = tiny_config(3);
+  c.hidden_size = 256;  // a state of ~9 MB: doubling would leave megabytes unused
+  c.gpt2.intermediate_size = 1024;
+  auto stage = make_stage(c, 1, 7);
+  StageOptimizer opt(*stage, OptimizerConfig{});
+  std::string blob = save_state(*stage, opt);
+  ASSERT_GT(blob.size(), 8u << 20);
+  EXPECT_GE(blob.capacity(), blob.size() + 1024);             // a trailer fits
+  EXPECT_LE(blob.capacity(), blob.size() + 128 * 1024);       // and only the slack is left over
+  const auto* data = blob.data();
+  blob.append(std::string(160, 't'));  // more than write_checkpoint's trailer
+  EXPECT_EQ(blob.data(), data);        // in place
+}
+
 TEST(State, MismatchesThrowClearErrors) {
   const auto config = tiny_config(3);
   OptimizerConfig oc;

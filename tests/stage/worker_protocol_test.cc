@@ -204,6 +204,43 @@ TEST_F(WorkerProtocol, BackwardUsesStoredActivationsOrRecomputesFromTheInput) {
   EXPECT_EQ(swarm_->workers[0]->status().samples_in_step, 8);
 }
 
+// spec.pipeline.recomputeActivations: a middle stage keeps only the input of a forward and runs
+// the forward again before its backward. Its answers are those of a stage that kept the graph: the
+// same forward output and, from the same output gradient, the same input gradient; the step counts
+// the samples once, and a backward is not reported as a failover recompute.
+TEST(WorkerRecompute, AStageThatKeepsOnlyInputsAnswersAsOneThatKeepsTheGraph) {
+  torch::set_num_threads(1);
+  torch::manual_seed(3);
+  const auto hidden = torch::randn({4, 16, 32});
+  const auto grad = torch::randn({4, 16, 32}) * 1e-2;
+  std::vector<torch::Tensor> outputs, input_grads;
+  for (const bool recompute : {false, true}) {
+    JobSpec spec = testing::tiny_job(3);
+    spec.pipeline.recompute_activations = recompute;
+    testing::LocalSwarm swarm(spec, 1);
+    net::Client stage1("127.0.0.1", swarm.workers[1]->port(), testing::kSecret);
+    auto fwd = make_message(net::Forward, {{"mb", "t/1"}, {"stage", 1}, {"samples", 4}});
+    fwd.tensors.push_back(to_wire(hidden));
+    auto out = stage1.call(std::move(fwd), std::chrono::seconds(10));
+    ASSERT_EQ(out.type, net::ForwardReply);
+    outputs.push_back(from_wire(out.tensors[0]).clone());
+    EXPECT_EQ(swarm.workers[1]->status().activations, 1);
+    auto bw = make_message(net::Backward, {{"mb", "t/1"}, {"stage", 1}, {"samples", 4}, {"recompute", false}});
+    bw.tensors.push_back(to_wire(grad));
+    auto reply = stage1.call(std::move(bw), std::chrono::seconds(10));
+    ASSERT_EQ(reply.type, net::BackwardReply);
+    EXPECT_FALSE(runtime::parse_meta(reply).value("recomputed", true)) << "recompute " << recompute;
+    ASSERT_EQ(reply.tensors.size(), 1u);
+    input_grads.push_back(from_wire(reply.tensors[0]).clone());
+    EXPECT_EQ(swarm.workers[1]->status().samples_in_step, 4);
+    EXPECT_EQ(swarm.workers[1]->status().activations, 0);
+  }
+  EXPECT_TRUE(torch::equal(outputs[0], outputs[1]));
+  EXPECT_TRUE(torch::allclose(input_grads[0], input_grads[1], 0, 1e-7))
+      << (input_grads[0] - input_grads[1]).abs().max().item<double>();
+  EXPECT_GT(input_grads[1].abs().max().item<double>(), 0);
+}
+
 TEST_F(WorkerProtocol, LastStageReturnsLossAndInputGradient) {
   auto fb = make_message(net::ForwardBackward, {{"mb", "t/9"}, {"stage", 1}, {"samples", 4}});
   fb.tensors.push_back(to_wire(torch::randn({4, 16, 32})));

@@ -214,7 +214,7 @@ bool written_by_another(const CheckpointFile& f, const std::vector<std::string>&
   return !f.key_id.empty() && std::find(key_ids.begin(), key_ids.end(), f.key_id) == key_ids.end();
 }
 
-std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, const std::string& state,
+std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, std::string state,
                              int64_t keep, const std::string& key, const std::vector<std::string>& also_owned) {
   std::vector<std::string> owned = also_owned;
   owned.push_back(checkpoint_key_id(key));
@@ -223,11 +223,10 @@ std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t
   put_i64(head, step);
   head += raw_key_id(key);
   const crypto::Mac mac = trailer_mac(key, state.data(), state.size(), head);
-  std::string bytes;
-  bytes.reserve(state.size() + kTrailerBytes);
-  bytes.append(state).append(head).append(reinterpret_cast<const char*>(mac.data()), mac.size());
-  if (where.object_storage()) return s3_checkpoints::write(where, stage, step, bytes, keep, owned);
-  return write_file(where.path, stage, step, bytes, keep, owned);
+  // In place: model::save_state leaves room for the trailer, so this does not reallocate.
+  state.append(head).append(reinterpret_cast<const char*>(mac.data()), mac.size());
+  if (where.object_storage()) return s3_checkpoints::write(where, stage, step, state, keep, owned);
+  return write_file(where.path, stage, step, state, keep, owned);
 }
 
 std::vector<CheckpointFile> list_checkpoints(const CheckpointLocation& where, int stage) {

@@ -73,8 +73,10 @@ bool written_by_another(const CheckpointFile& f, const std::vector<std::string>&
 // Writes `bytes` as stage `stage`'s checkpoint of `step`, authenticated with `key`, then prunes the
 // job's own checkpoints (written with `key` or a key id in `also_owned`, e.g. the secret's before a
 // rotation) beyond `keep`. Throws std::runtime_error naming the path on any I/O failure (the
-// previous checkpoints stay intact). Returns where it went (a path or an s3:// URL).
-std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, const std::string& bytes,
+// previous checkpoints stay intact). Returns where it went (a path or an s3:// URL). `bytes` is
+// taken by value and the trailer appended to it in place: moved in (a stage's whole state), the
+// checkpoint costs no second copy of it.
+std::string write_checkpoint(const CheckpointLocation& where, int stage, int64_t step, std::string bytes,
                              int64_t keep, const std::string& key, const std::vector<std::string>& also_owned = {});
 
 // The stage's checkpoints, newest first. Unfinished temporary files and objects without a manifest

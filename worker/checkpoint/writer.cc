@@ -4,7 +4,7 @@
 
 namespace swarm::runtime {
 
-CheckpointWriter::CheckpointWriter(std::function<void(const CheckpointJob&)> write) : write_(std::move(write)) {
+CheckpointWriter::CheckpointWriter(std::function<void(CheckpointJob&)> write) : write_(std::move(write)) {
   thread_ = std::thread([this] { run(); });
 }
 

@@ -28,7 +28,8 @@ struct CheckpointJob {
 class CheckpointWriter {
  public:
   // `write` runs on the writer's thread, one job at a time; it reports its own failures.
-  explicit CheckpointWriter(std::function<void(const CheckpointJob&)> write);
+  // `write` may take the job's state (move it): the writer drops the job after the call.
+  explicit CheckpointWriter(std::function<void(CheckpointJob&)> write);
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -41,7 +42,7 @@ class CheckpointWriter {
  private:
   void run() EXCLUDES(mu_);
 
-  std::function<void(const CheckpointJob&)> write_;
+  std::function<void(CheckpointJob&)> write_;
   mutable swarm::Mutex mu_;
   swarm::CondVar cv_;
   std::optional<CheckpointJob> waiting_ GUARDED_BY(mu_);

@@ -81,11 +81,20 @@ class Writer {
     put<uint64_t>(nbytes);
     put_bytes(c.data_ptr(), nbytes);
   }
+  void reserve(size_t bytes) { out_.reserve(bytes); }
   std::string& str() { return out_; }
 
  private:
   std::string out_;
 };
+
+// What save_state writes for `tensors`, per tensor: its dtype, rank, up to 8 sizes, byte count and
+// bytes (a little over, never under, for ranks up to 8).
+size_t tensor_bytes(const std::vector<torch::Tensor>& tensors) {
+  size_t n = 0;
+  for (const auto& t : tensors) n += 2 + 8 * 8 + 8 + static_cast<size_t>(t.numel()) * t.element_size();
+  return n;
+}
 
 class Reader {
  public:
@@ -254,6 +263,13 @@ std::string save_state(StageModel& model, StageOptimizer& optimizer) {
   const auto& names = optimizer.names();
   const auto& params = optimizer.params();
   Writer w;
+  // The whole blob in one allocation: grown by doubling, a stage's state (hundreds of MB) would
+  // pass through buffers of up to twice its size, each copied into the next. The slack holds the
+  // header, the config and what a checkpoint appends (its trailer: write_checkpoint, in place).
+  size_t names_bytes = 0;
+  for (const auto& n : names) names_bytes += 4 + n.size();
+  w.reserve(tensor_bytes(params) + tensor_bytes(optimizer.exp_avg()) + tensor_bytes(optimizer.exp_avg_sq()) +
+            names_bytes + 64 * 1024);
   w.put_bytes(kMagic, sizeof(kMagic));
   w.put<uint32_t>(kVersion);
   put_config(w, model.config());

@@ -22,8 +22,8 @@ namespace swarm::runtime {
 
 // What a forward leaves behind for its backward.
 struct Activation {
-  torch::Tensor input;   // requires grad (except token ids of the first stage)
-  torch::Tensor output;
+  torch::Tensor input;   // requires grad (except token ids of the first stage, or without output)
+  torch::Tensor output;  // undefined when only the input is kept (spec.pipeline.recomputeActivations)
   int64_t samples = 0;
   int64_t step = 0;      // parameters it was computed with; stale after an optimizer step
   double created_at = 0;

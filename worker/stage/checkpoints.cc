@@ -78,9 +78,9 @@ void StageServer::Impl::write_checkpoint_now(bool wait) {
   if (wait) checkpoint_writer->flush();
 }
 
-void StageServer::Impl::write_checkpoint_job(const CheckpointJob& job) {
+void StageServer::Impl::write_checkpoint_job(CheckpointJob& job) {
   try {
-    auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), job.stage, job.step, job.state,
+    auto path = write_checkpoint(CheckpointLocation(opt.spec.checkpoint), job.stage, job.step, std::move(job.state),
                                  opt.spec.checkpoint.keep, checkpoint_key(opt.secret), own_key_ids());
     spdlog::info("worker {}: checkpoint {}", opt.peer_id, path);
   } catch (const std::exception& e) {

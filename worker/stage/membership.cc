@@ -251,6 +251,12 @@ int64_t StageServer::Impl::align_with_swarm(int s) {
 }
 
 bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bool* listed) {
+  if (download_state_from_peers(s, min_step, listed)) return true;
+  if (!checkpoints || opt.spec.checkpoint.path.empty()) return false;
+  return restore_from_checkpoints(s, min_step, listed);
+}
+
+bool StageServer::Impl::download_state_from_peers(int s, int64_t min_step, bool* listed) {
   std::vector<planner::PeerLoad> loads;
   std::map<std::string, planner::PeerRecord> by_id;
   if (listed) *listed = false;
@@ -289,48 +295,50 @@ bool StageServer::Impl::sync_state(int s, int64_t min_step, bool checkpoints, bo
                   loads.end());
     }
   }
-  if (checkpoints && !opt.spec.checkpoint.path.empty()) {
-    std::vector<CheckpointFile> found;
-    try {
-      found = list_checkpoints(CheckpointLocation(opt.spec.checkpoint), s);
-    } catch (const std::exception& e) {
-      // Storage that does not answer is not "no checkpoint": the joiner asks again (sync_on_join
-      // treats it as an unanswered listing) instead of stopping the job.
-      spdlog::error("worker {}: cannot list stage {}'s checkpoints: {}", opt.peer_id, s, e.what());
-      report_event("checkpoint_failures", 1);
-      if (listed != nullptr) *listed = false;
-      return false;
-    }
-    const auto mine = own_key_ids();
-    std::vector<std::string> foreign, refused;
-    for (const auto& ckpt : found) {
-      // A peer re-syncing holds the state of step min_step - 1: an older checkpoint would only
-      // throw steps away.
-      if (ckpt.step < min_step) break;
-      if (written_by_another(ckpt, mine)) {  // another job instance's: not tried, never removed
-        foreign.push_back(ckpt.path);
-        continue;
-      }
-      try {
-        model::load_state(open_checkpoint_of_job(ckpt, s), *model, *optimizer);
-        step = ckpt.step;
-        spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
-                     ckpt.step);
-        report_event("checkpoint_restores", 1);
-        // Work lost with the stage: how far the rest of the swarm got past the checkpoint. The
-        // stage takes up the swarm's step number (and learning-rate schedule) from there on.
-        const int64_t ahead = align_with_swarm(s);
-        report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
-        note_unusable_checkpoints(s, foreign, refused);
-        return true;
-      } catch (const ForeignCheckpoint&) {
-        foreign.push_back(ckpt.path);  // its key id, read from the object: another instance's
-      } catch (const std::exception& e) {
-        refused.push_back(ckpt.path + " refused: " + e.what());
-      }
-    }
-    note_unusable_checkpoints(s, foreign, refused);
+  return false;
+}
+
+bool StageServer::Impl::restore_from_checkpoints(int s, int64_t min_step, bool* listed) {
+  std::vector<CheckpointFile> found;
+  try {
+    found = list_checkpoints(CheckpointLocation(opt.spec.checkpoint), s);
+  } catch (const std::exception& e) {
+    // Storage that does not answer is not "no checkpoint": the joiner asks again (sync_on_join
+    // treats it as an unanswered listing) instead of stopping the job.
+    spdlog::error("worker {}: cannot list stage {}'s checkpoints: {}", opt.peer_id, s, e.what());
+    report_event("checkpoint_failures", 1);
+    if (listed != nullptr) *listed = false;
+    return false;
   }
+  const auto mine = own_key_ids();
+  std::vector<std::string> foreign, refused;
+  for (const auto& ckpt : found) {
+    // A peer re-syncing holds the state of step min_step - 1: an older checkpoint would only
+    // throw steps away.
+    if (ckpt.step < min_step) break;
+    if (written_by_another(ckpt, mine)) {  // another job instance's: not tried, never removed
+      foreign.push_back(ckpt.path);
+      continue;
+    }
+    try {
+      model::load_state(open_checkpoint_of_job(ckpt, s), *model, *optimizer);
+      step = ckpt.step;
+      spdlog::warn("worker {}: stage {} restored from checkpoint {} (step {})", opt.peer_id, s, ckpt.path,
+                   ckpt.step);
+      report_event("checkpoint_restores", 1);
+      // Work lost with the stage: how far the rest of the swarm got past the checkpoint. The
+      // stage takes up the swarm's step number (and learning-rate schedule) from there on.
+      const int64_t ahead = align_with_swarm(s);
+      report_event("checkpoint_steps_lost", std::max<int64_t>(0, ahead - ckpt.step));
+      note_unusable_checkpoints(s, foreign, refused);
+      return true;
+    } catch (const ForeignCheckpoint&) {
+      foreign.push_back(ckpt.path);  // its key id, read from the object: another instance's
+    } catch (const std::exception& e) {
+      refused.push_back(ckpt.path + " refused: " + e.what());
+    }
+  }
+  note_unusable_checkpoints(s, foreign, refused);
   return false;
 }
 

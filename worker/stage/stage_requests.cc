@@ -58,6 +58,13 @@ net::Message StageServer::Impl::do_forward(Task& task) {
   if (eval) {
     torch::NoGradGuard no_grad;
     out = compute->forward(*model, input);
+  } else if (opt.spec.pipeline.recompute_activations) {
+    // Only the input is kept; do_backward runs this forward again, with its graph.
+    {
+      torch::NoGradGuard no_grad;
+      out = compute->forward(*model, input);
+    }
+    activations.put(meta_string(task.meta, "mb"), input, torch::Tensor(), samples, step.load());
   } else {
     if (stage.load() > 0) input = input.detach().requires_grad_(true);
     out = compute->forward(*model, input);
@@ -120,6 +127,11 @@ net::Message StageServer::Impl::do_backward(Task& task) {
     if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
     act.output = compute->forward(*model, act.input);
     act.samples = samples;
+  } else if (!act.output.defined()) {
+    // Kept without its graph (spec.pipeline.recomputeActivations): the forward again, at the
+    // parameters it first ran with (found: the same step), now with its graph.
+    if (stage.load() > 0) act.input = act.input.detach().requires_grad_(true);
+    act.output = compute->forward(*model, act.input);
   }
   auto grad = decode_float(m.tensors[0], "grad_output");
   if (grad.sizes() != act.output.sizes()) throw std::invalid_argument("grad_output: expected the forward output's shape");

@@ -97,7 +97,8 @@ void StageServer::start() {
   I.server->start();
   I.registry = std::make_unique<registry::RegistryClient>(I.opt.registry_url,
                                                           to_ms(spec.timeouts.connect_seconds), I.opt.secret);
-  // A worker started without a stage joins the most loaded one (planner/rebalance.h); either way
+  // A worker started without a stage joins the most loaded one (planner/rebalance.h), of its
+  // region's pool when it names a region; either way
   // it starts from a live peer's parameters and optimizer state when the stage has one.
   int first = I.opt.stage;
   if (first < 0) {
@@ -105,14 +106,15 @@ void StageServer::start() {
     for (const auto& p : I.registry->peers("worker")) {
       if (p.state == planner::PeerState::Draining) continue;  // leaving: its capacity is gone
       loads.push_back({p.peer_id, p.stage, static_cast<double>(p.queue_length), p.samples_per_second,
-                       p.state == planner::PeerState::Joining});
+                       p.state == planner::PeerState::Joining, p.region});
     }
     planner::RebalanceOptions ro;
     ro.min_gain = spec.rebalancing.min_gain;  // the bottleneck band, as the rebalancer uses it
-    first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages), ro);
+    // Its region's pool when it has one: the stage its own region's pipeline lacks most.
+    first = planner::choose_stage_for_joiner(loads, static_cast<int>(spec.pipeline.stages), ro, I.opt.region);
   }
   if (!I.opt.spec.checkpoint.path.empty())
-    I.checkpoint_writer = std::make_unique<CheckpointWriter>([&I](const CheckpointJob& j) { I.write_checkpoint_job(j); });
+    I.checkpoint_writer = std::make_unique<CheckpointWriter>([&I](CheckpointJob& j) { I.write_checkpoint_job(j); });
   // The heartbeat runs while the state downloads ("joining"): a download longer than the peer
   // expiry must not make the registry count the newcomer as lost.
   I.heartbeat_thread = std::thread([&I] { I.heartbeat_loop(); });

@@ -91,6 +91,12 @@ struct StageServer::Impl {
   // at least min_step. `listed` (optional): whether the registry answered the peer listing; when
   // it did not, a false return says nothing about the stage.
   bool sync_state(int s, int64_t min_step, bool checkpoints = true, bool* listed = nullptr);
+  // sync_state's two sources: a live peer of the stage at min_step or later (the least loaded
+  // first; `listed` as above), and the newest checkpoint of this job instance at min_step or later
+  // (another instance's are reported once, never tried; storage that does not answer clears
+  // `listed`).
+  bool download_state_from_peers(int s, int64_t min_step, bool* listed);
+  bool restore_from_checkpoints(int s, int64_t min_step, bool* listed);
   // become_stage's sync, with an answer that can be trusted: Synced, Fresh (the stage never
   // stepped: its initial parameters are its state), Lost (it stepped, and no live peer or
   // checkpoint has its state; `at_step` says where) or Stopping. A listing the registry did not answer
@@ -128,7 +134,7 @@ struct StageServer::Impl {
   void maybe_checkpoint(bool writer);         // after a step
   // Copies the state now and hands it to checkpoint_writer (`wait`: until it is written).
   void write_checkpoint_now(bool wait = false);
-  void write_checkpoint_job(const CheckpointJob& job);  // on the writer's thread
+  void write_checkpoint_job(CheckpointJob& job);  // on the writer's thread
   void check_behind(const std::vector<planner::PeerRecord>& stage_peers);
   // Counts an event on this worker's /metrics and in its ledger, which sends it to the registry
   // now if it can and keeps it until the registry has it (registry/event_ledger.h).
