@@ -42,6 +42,49 @@ int run_python(const std::string& args, const std::string& log) {
   return std::system(cmd.c_str());
 }
 
+// The fixed batch both sides compute logits on: "Hello, world" and 12 assorted byte ids.
+const std::vector<int64_t> kBatch = {72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100,
+                                     0,  255, 17,  200, 3,   99, 128, 64,  32,  16,  8,   4};
+
+// transformers' logits on the Hugging Face folder `hf` (written to DIR/logits.safetensors, the
+// batch to DIR/batch.json) against the job's newest checkpointed stages in LOGS/checkpoints,
+// chained: their largest difference, printed with `label`; the stages' step in `step`.
+struct LogitsCheck {
+  double diff = -1;
+  int64_t step = -1;
+  at::Tensor theirs;
+};
+LogitsCheck compare_logits(const std::string& label, const std::string& dir, const std::string& hf,
+                           const std::string& job, const std::string& logs) {
+  LogitsCheck out;
+  std::ofstream(dir + "/batch.json") << nlohmann::json{
+      {"inputs", {std::vector<int64_t>(kBatch.begin(), kBatch.begin() + 12), std::vector<int64_t>(kBatch.begin() + 12, kBatch.end())}}};
+  if (run_python("logits " + hf + " " + dir + "/batch.json " + dir + "/logits.safetensors", dir + "/logits.log") != 0) {
+    ADD_FAILURE() << read_text(dir + "/logits.log");
+    return out;
+  }
+  const JobSpec spec = load_job_spec(job);
+  const auto stages = runtime::load_checkpointed_stages(spec, runtime::CheckpointLocation(logs + "/checkpoints"),
+                                                        read_text(logs + "/job-secret").substr(0, 64), &out.step);
+  at::Tensor x = torch::tensor(kBatch).reshape({2, 12});
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& s : stages) {
+      s->eval();
+      x = s->forward(x);
+    }
+  }
+  out.theirs = runtime::read_safetensors(dir + "/logits.safetensors").tensors.at(0).second;
+  if (x.sizes() != out.theirs.sizes()) {
+    ADD_FAILURE() << "logits of shape " << x.sizes() << " against transformers' " << out.theirs.sizes();
+    return out;
+  }
+  out.diff = (x - out.theirs).abs().max().item<double>();
+  std::cout << "[ logits ] " << label << " step " << out.step << ": max |swarm - transformers(export)| = " << out.diff
+            << " (logits up to " << out.theirs.abs().max().item<double>() << ")" << std::endl;
+  return out;
+}
+
 TEST(HfExportHelpers, ByteSizesInHuggingFacesUnits) {
   EXPECT_EQ(runtime::parse_byte_size("20KB", "--max-shard-size"), 20000u);
   EXPECT_EQ(runtime::parse_byte_size("5GB", "--max-shard-size"), 5000000000u);
@@ -149,31 +192,11 @@ TEST(HfExport, ImportedTrainedExportedAndLoadedByTransformersGivesTheSwarmsLogit
   EXPECT_TRUE(read_json(hf + "/generation_config.json").is_object());
 
   // transformers' logits on the exported folder against the swarm's trained stages.
-  std::ofstream(dir + "/batch.json") << R"({"inputs": [[72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100],
-                                                [0, 255, 17, 200, 3, 99, 128, 64, 32, 16, 8, 4]]})";
-  ASSERT_EQ(run_python("logits " + hf + " " + dir + "/batch.json " + dir + "/logits.safetensors", dir + "/logits.log"), 0)
-      << read_text(dir + "/logits.log");
-  const JobSpec spec = load_job_spec(dir + "/job.yaml");
-  int64_t step = 0;
-  const auto stages = runtime::load_checkpointed_stages(spec, runtime::CheckpointLocation(logs + "/checkpoints"),
-                                                        read_text(logs + "/job-secret").substr(0, 64), &step);
-  EXPECT_GE(step, 20);
-  at::Tensor x = torch::tensor(std::vector<int64_t>{72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 0, 255, 17,
-                                                    200, 3, 99, 128, 64, 32, 16, 8, 4})
-                     .reshape({2, 12});
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& s : stages) {
-      s->eval();
-      x = s->forward(x);
-    }
-  }
-  const auto theirs = runtime::read_safetensors(dir + "/logits.safetensors").tensors.at(0).second;
-  ASSERT_EQ(x.sizes(), theirs.sizes());
-  const double diff = (x - theirs).abs().max().item<double>();
-  std::cout << "[ logits ] step " << step << ": max |swarm - transformers(export)| = " << diff << " (logits up to "
-            << theirs.abs().max().item<double>() << ")" << std::endl;
-  EXPECT_LT(diff, 1e-4);
+  const auto check = compare_logits("llama", dir, hf, dir + "/job.yaml", logs);
+  EXPECT_GE(check.step, 20);
+  ASSERT_GE(check.diff, 0);
+  EXPECT_LT(check.diff, 1e-4);
+  const auto& theirs = check.theirs;
   // Trained: the export is not the imported checkpoint's weights.
   ASSERT_EQ(run_python("logits " + src + " " + dir + "/batch.json " + dir + "/src-logits.safetensors",
                        dir + "/src-logits.log"),
@@ -213,31 +236,10 @@ TEST(HfExport, TheDefaultGpt2JobLoadsInTransformersAsGPT2LMHeadModelWithTheSwarm
     }
   EXPECT_TRUE(saw_c_attn);
 
-  std::ofstream(dir + "/batch.json") << R"({"inputs": [[72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100],
-                                                [0, 255, 17, 200, 3, 99, 128, 64, 32, 16, 8, 4]]})";
-  ASSERT_EQ(run_python("logits " + hf + " " + dir + "/batch.json " + dir + "/logits.safetensors", dir + "/logits.log"), 0)
-      << read_text(dir + "/logits.log");
-  const JobSpec spec = load_job_spec(job);
-  int64_t step = 0;
-  const auto stages = runtime::load_checkpointed_stages(spec, runtime::CheckpointLocation(logs + "/checkpoints"),
-                                                        read_text(logs + "/job-secret").substr(0, 64), &step);
-  EXPECT_GE(step, 3);
-  at::Tensor x = torch::tensor(std::vector<int64_t>{72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 0, 255, 17,
-                                                    200, 3, 99, 128, 64, 32, 16, 8, 4})
-                     .reshape({2, 12});
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& s : stages) {
-      s->eval();
-      x = s->forward(x);
-    }
-  }
-  const auto theirs = runtime::read_safetensors(dir + "/logits.safetensors").tensors.at(0).second;
-  ASSERT_EQ(x.sizes(), theirs.sizes());
-  const double diff = (x - theirs).abs().max().item<double>();
-  std::cout << "[ logits ] gpt2 step " << step << ": max |swarm - transformers(export)| = " << diff
-            << " (logits up to " << theirs.abs().max().item<double>() << ")" << std::endl;
-  EXPECT_LT(diff, 1e-4);
+  const auto check = compare_logits("gpt2", dir, hf, job, logs);
+  EXPECT_GE(check.step, 3);
+  ASSERT_GE(check.diff, 0);
+  EXPECT_LT(check.diff, 1e-4);
   fs::remove_all(dir);
 }
 
