@@ -100,8 +100,15 @@ ProgressView StepBook::claim(int stage, int64_t step, const std::string& peer, c
     was.gone_at = std::max(was.gone_at, me.gone_at);
     me = Share{};
   }
+  const int64_t used_before = me.used;
   me.done = r.done;
   me.used = std::max(r.used, r.done);
+  // Work this peer admitted and gave back (activations whose backward did not come, dropped): the
+  // step was not full from then until its claim was taken again, even when this same report takes
+  // it (the work that refills it was already waiting). Its gather window starts again, as for any
+  // refill: a peer holding the rest of the step must not be averaged without because the step looked
+  // full throughout (FaultMatrix.ATrainerKilledMidRunIsReplacedAndTheRunFinishes).
+  const bool released = me.used < used_before;
   const int64_t want = r.want < 0 ? me.used : std::max(r.want, me.used);
   me.claim = std::max(me.used, std::min(me.claim, want));  // a smaller want releases the rest
   int64_t readmitted = 0;
@@ -120,7 +127,7 @@ ProgressView StepBook::claim(int stage, int64_t step, const std::string& peer, c
     readmitted = std::min(g, uncovered);
   }
   const bool full = rd.full();
-  if (full && !was_full) rd.full_since = now;  // the gather window of its groups starts again
+  if (full && (!was_full || released)) rd.full_since = now;  // the gather window of its groups starts again
   return ProgressView{step, rd.total(), rd.target, full, me.claim, readmitted};
 }
 

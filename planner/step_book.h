@@ -29,7 +29,8 @@
 // joined, except a draining one (state "draining": it is leaving) that holds no claim of the
 // step, and no joined peer holds a claim it has not admitted work under (a retry's transfer granted
 // after it joined: it leaves to admit that work); or until `gather_seconds` have passed since its first join, counted only while the step
-// is full and nothing is awaited. A step that is not full never closes: no stage steps on fewer
+// is full and nothing is awaited (work a peer gives back restarts it, even when the same report
+// takes the claim again for work already waiting). A step that is not full never closes: no stage steps on fewer
 // samples than its global batch, and a stage with no live peer to fill it steps not at all. A
 // gone peer's owed work is awaited for kRetrySeconds (at most half the gather window) after it
 // went: its retries reach live peers, which leave the group (the view says whom it `awaits`),
@@ -193,7 +194,7 @@ class StepBook {
     std::map<std::string, Share> shares;  // peer -> its part
     int64_t target = 0;
     bool capped = false;  // the free space is smaller than work that waits: as good as full
-    double full_since = 0;  // when it last became full
+    double full_since = 0;  // when it last became full (or a peer gave back work it had admitted)
     std::map<int, Group> groups;  // attempt -> group
     int64_t total() const;        // every share's held(), saturated
     bool full() const { return capped || total() >= target; }

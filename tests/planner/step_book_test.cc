@@ -248,6 +248,40 @@ TEST(StepBookGroup, AStepThatIsNotFullNeverCloses) {
   EXPECT_EQ(book.join(0, 1, 0, member("b", 16), 5, 16.95), JoinResult::Joined);
 }
 
+// A peer that drops activations whose backward never came (their trainer was killed) gives their
+// claim back, and work already waiting at it takes the claim in the same report: the registry
+// never sees the step not full, yet it was. The gather window starts again from that report, so
+// the peer that joined long before is not averaged without the one that holds the rest of the step
+// (it would re-sync and lose its samples).
+TEST(StepBookGroup, WorkGivenBackAndRetakenInOneReportRestartsTheWindow) {
+  PeerTable t = table_with({"a", "b"});
+  StepBook book;
+  book.claim(0, 0, "a", ask(16, 16, 16), 32, t, 0);
+  book.claim(0, 0, "b", ask(0, 16, 16), 32, t, 0);  // 16 owed a backward
+  EXPECT_EQ(book.join(0, 0, 0, member("a", 16), 5, 0.1), JoinResult::Joined);
+  EXPECT_EQ(book.group(0, 0, 0, t, 2).state, GroupView::Gathering);  // b has not joined
+  // At t=2.5 b drops its 16 and admits 8 of a new trainer's work at once: used 16 -> 8 -> 16.
+  const auto v = book.claim(0, 0, "b", ask(0, 8, 16), 32, t, 2.5);
+  EXPECT_TRUE(v.target_reached);
+  EXPECT_EQ(v.granted, 16);
+  t.upsert(worker("a", 0), 4);
+  t.upsert(worker("b", 0), 4);
+  // Past 5 s from the first join, the window (5 s from t=2.5) still runs.
+  EXPECT_EQ(book.group(0, 0, 0, t, 6).state, GroupView::Gathering);
+  // The new work's backward came: b is done with its 16 and joins.
+  EXPECT_TRUE(book.claim(0, 0, "b", ask(16, 16, 16), 32, t, 6.2).target_reached);
+  EXPECT_EQ(book.join(0, 0, 0, member("b", 16), 5, 6.5), JoinResult::Joined);
+  const auto g = book.group(0, 0, 0, t, 6.6);
+  EXPECT_EQ(g.state, GroupView::Ready);
+  EXPECT_EQ(ids(g.members), (std::vector<std::string>{"a", "b"}));
+  // A report that gives nothing back leaves the window where it was: it passes at t=7.5.
+  book.claim(0, 1, "a", ask(16, 16, 16), 32, t, 7);
+  book.claim(0, 1, "b", ask(0, 16, 16), 32, t, 7);
+  book.join(0, 1, 0, member("a", 16), 5, 7);
+  book.claim(0, 1, "b", ask(8, 16, 16), 32, t, 9);
+  EXPECT_EQ(book.group(0, 1, 0, t, 12.1).state, GroupView::Ready);
+}
+
 // A peer killed mid-step owed work its trainers retry on the live peers: the group waits for
 // them to take it over (kRetrySeconds) and says whom it awaits.
 TEST(StepBookGroup, AGroupAwaitsTheRetriesOfAGonePeersOwedWork) {
