@@ -62,6 +62,14 @@ bool crosses_regions(const std::string& a, const std::string& b) {
   return !a.empty() && !b.empty() && a != b;
 }
 
+bool may_start_routing(const std::vector<StageCoverage>& stages, bool home_grace_passed) {
+  for (const StageCoverage& c : stages) {
+    if (c.routable <= 0) return false;
+    if (!home_grace_passed && c.home_routable <= 0 && c.home_joining > 0) return false;
+  }
+  return true;
+}
+
 bool StageRouter::is_remote(const std::string& region) const {
   return crosses_regions(options_.home_region, region);
 }

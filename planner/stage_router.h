@@ -46,6 +46,26 @@ struct RouterOptions {
 // Whether a hop between peers of regions `a` and `b` crosses regions ("" is every region's home).
 bool crosses_regions(const std::string& a, const std::string& b);
 
+// What a trainer that is about to start sees of one stage's workers (may_start_routing).
+struct StageCoverage {
+  int routable = 0;      // serving (or averaging): a pick may go there
+  int home_routable = 0;  // of them, in the trainer's home region (or region-less)
+  int home_joining = 0;   // home-region workers registered but not yet routable (downloading state)
+};
+
+// How long a starting trainer waits for a home-region worker that is still joining before it
+// sends that stage's work abroad: a joiner downloads the stage's state from a live peer (a
+// fraction of a second for small stages, a few seconds for large ones on a fast link). Started at
+// once, a trainer whose home peer came up 80 ms after the other region's sent its first ~10
+// microbatches abroad, 8 % of a 30-step run (LocalRunRegions, under stress-ng, 2026-12-07).
+constexpr double kHomeJoinerGraceSeconds = 10;
+
+// Whether a trainer may start sending microbatches: every stage has a routable worker and, until
+// `home_grace_passed`, no stage lacks a routable home worker while one of its home workers joins.
+// A stage with no home worker registered at all routes abroad from the start (failover across
+// regions is the only way).
+bool may_start_routing(const std::vector<StageCoverage>& stages, bool home_grace_passed);
+
 // A peer of the stage as discovery lists it.
 struct PeerCandidate {
   std::string id;

@@ -17,6 +17,9 @@ using namespace swarm::e2e;
 // of its 248 hops abroad: with stage compute slowed several times by the load, one queued
 // microbatch put a home peer's schedule more than 1 s ahead, and spilling over is then what the
 // router is for (planner/stage_router.h); this test is about the preference, not the spill-over.
+// The trainers start once every worker has announced itself (swarm local), and wait a while for a
+// home worker still downloading its state (planner::may_start_routing): started before region a's
+// workers had come up, trainer0 once sent its first 14 hops abroad.
 // Rebalancing off: moving peers is not what these tests measure.
 const char* kRegionsJob = R"(
   model: {hiddenSize: 64, numHeads: 4, layersPerStage: 1, sequenceLength: 64}

@@ -148,6 +148,21 @@ TEST(StageRouterRegions, UnmeasuredRemotePeerIsExploredOnceAtMostPerPeriod) {
   EXPECT_EQ(in_region(count, 'b'), 4);
 }
 
+// A starting trainer waits for a home-region worker still downloading the stage's state rather
+// than sending that stage's first microbatches abroad; only for a grace, and only where a home
+// worker is on its way.
+TEST(StageRouterRegions, ATrainerStartsOnceEveryStageHasAHomeWorkerOrNoneIsOnItsWay) {
+  StageCoverage served_at_home{1, 1, 0}, only_abroad_home_joining{1, 0, 1}, only_abroad_no_home{1, 0, 0},
+      nothing{0, 0, 1};
+  EXPECT_TRUE(may_start_routing({served_at_home, served_at_home}, false));
+  EXPECT_FALSE(may_start_routing({served_at_home, only_abroad_home_joining}, false));
+  EXPECT_TRUE(may_start_routing({served_at_home, only_abroad_home_joining}, true));  // the grace passed
+  EXPECT_TRUE(may_start_routing({served_at_home, only_abroad_no_home}, false));    // abroad is the only way
+  EXPECT_FALSE(may_start_routing({served_at_home, nothing}, true));                // no worker at all
+  EXPECT_TRUE(may_start_routing({StageCoverage{2, 1, 1}}, false));  // one home worker serves: enough
+  EXPECT_FALSE(may_start_routing({StageCoverage{}}, true));
+}
+
 TEST(StageRouterRegions, RejectsANegativeOrInfinitePenalty) {
   EXPECT_THROW(StageRouter(home("a", -1)), std::invalid_argument);
   EXPECT_THROW(StageRouter(home("a", std::numeric_limits<double>::infinity())), std::invalid_argument);

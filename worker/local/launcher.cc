@@ -241,6 +241,28 @@ void LocalRun::print_banner() const {
   std::fflush(stdout);
 }
 
+// A trainer started before a worker of its region had announced itself routes that stage abroad
+// until its next look at the registry: 14 of 252 hops of a 30-step run under stress-ng
+// (LocalRunRegions, 2026-12-07). A local run starts its workers together, so the trainers wait for
+// them; a worker that does not come within this bound is started without.
+constexpr double kWorkersAnnounceSeconds = 30;
+
+void LocalRun::await_workers_announced() {
+  size_t expected = 0;
+  for (const auto& c : children_) expected += c.role == "worker" ? 1 : 0;
+  for (double until = now_seconds() + kWorkersAnnounceSeconds; now_seconds() < until;) {
+    reap(children_);
+    for (const auto& c : children_)
+      if (c.role == "worker" && c.exited()) return;
+    try {
+      if (registry_->peers("worker").size() >= expected) return;
+    } catch (const std::exception&) {
+      // The registry answers again in a moment, or supervise() finds it gone.
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 int LocalRun::run() {
   plan_processes();
   start_registry();
@@ -248,6 +270,7 @@ int LocalRun::run() {
   plan_checkpoints();
   if (auto why = check_workers_per_stage()) return fail(*why);
   start_workers();
+  await_workers_announced();
   start_trainers();
   write_processes();
   print_banner();

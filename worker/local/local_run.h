@@ -84,6 +84,9 @@ class LocalRun {
   void start_worker(const std::string& id, int s, const std::string& region);
   void start_workers();
   void start_trainers();
+  // Waits until every worker started has announced itself to the registry (in any state), at
+  // most kWorkersAnnounceSeconds, or until one of them exits (supervise reports it).
+  void await_workers_announced();
   void write_processes() const;
   void print_banner() const;
   nlohmann::json merged() const;

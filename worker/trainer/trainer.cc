@@ -94,12 +94,19 @@ void Trainer::Impl::withdraw() {
 void Trainer::Impl::refresh_peers() {
   auto workers = registry->peers("worker");
   std::vector<std::vector<planner::PeerCandidate>> ids(stages);
+  std::vector<planner::StageCoverage> cover(stages);
   swarm::MutexLock lk(peers_mu);
   for (const auto& p : workers) {
-    // Only peers that serve: not while joining (downloading state) or draining (leaving).
-    if (p.stage < 0 || p.stage >= stages || !planner::routable(p.state)) continue;
+    if (p.stage < 0 || p.stage >= stages) continue;
     // A pinned GPipe pipeline: this trainer's own worker of the stage, no other.
     if (!opt.gpipe_peers.empty() && opt.gpipe_peers[static_cast<size_t>(p.stage)] != p.peer_id) continue;
+    planner::StageCoverage& c = cover[p.stage];
+    const bool home = !planner::crosses_regions(opt.region, p.region);
+    if (home && p.state == planner::PeerState::Joining) c.home_joining++;
+    // Only peers that serve: not while joining (downloading state) or draining (leaving).
+    if (!planner::routable(p.state)) continue;
+    c.routable++;
+    if (home) c.home_routable++;
     ids[p.stage].push_back({p.peer_id, p.region});
     peer_region[p.peer_id] = p.region;
     const std::string endpoint = p.host + ":" + std::to_string(p.port);
@@ -109,6 +116,7 @@ void Trainer::Impl::refresh_peers() {
                                                                     opt.secret, client_options)};
   }
   account_bytes();
+  coverage = std::move(cover);
   const double now = now_seconds();
   for (int s = 0; s < stages; ++s) {
     routers[s]->set_candidates(ids[s], now);
@@ -406,12 +414,15 @@ void Trainer::Impl::background_pass(double& last_report, double& last_announce) 
 }
 
 bool Trainer::Impl::wait_for_peers(const std::atomic<bool>& stop) {
-  const double wait_until = now_seconds() + opt.wait_for_peers_seconds;
+  const double started = now_seconds();
+  const double wait_until = started + opt.wait_for_peers_seconds;
   while (true) {
     bool all = true;
     {
+      // A home-region worker still joining is waited for a while: started at once, this
+      // trainer's first microbatches would all cross regions (planner/stage_router.h).
       swarm::MutexLock lk(peers_mu);
-      for (int n : peers_per_stage) all = all && n > 0;
+      all = planner::may_start_routing(coverage, now_seconds() - started >= planner::kHomeJoinerGraceSeconds);
     }
     if (all) return true;
     if (stop || now_seconds() > wait_until) return false;

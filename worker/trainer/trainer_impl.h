@@ -48,6 +48,7 @@ struct Trainer::Impl {
     for (int s = 0; s < stages; ++s) routers.push_back(std::make_unique<planner::StageRouter>(ro));
     for (auto& r : stage_step) r = 0;
     peers_per_stage.assign(stages, 0);
+    coverage.assign(stages, {});
     {
       swarm::MutexLock lk(loss_mu);
       stage_compute.assign(stages, 0.0);
@@ -75,7 +76,8 @@ struct Trainer::Impl {
   // One pass of the thread beside the training loop: discovery, the heartbeat when one is due,
   // the progress sample and the report file once a second (`last_*` carry the times between passes).
   void background_pass(double& last_report, double& last_announce);
-  // Waits until every stage has a live worker; false when `stop` or wait_for_peers_seconds came first.
+  // Waits until every stage has a live worker (and, for a while, a home-region one where one is
+  // joining: planner::may_start_routing); false when `stop` or wait_for_peers_seconds came first.
   bool wait_for_peers(const std::atomic<bool>& stop);
   // The training lanes (inflight_microbatches threads) until max steps, max seconds or `stop`.
   void train(const std::atomic<bool>& stop);
@@ -120,6 +122,8 @@ struct Trainer::Impl {
   swarm::Mutex peers_mu;
   std::map<std::string, std::pair<std::string, std::shared_ptr<net::Client>>> clients GUARDED_BY(peers_mu);  // id -> (endpoint, client)
   std::vector<int> peers_per_stage GUARDED_BY(peers_mu);
+  // Per stage, what wait_for_peers decides on (planner::may_start_routing).
+  std::vector<planner::StageCoverage> coverage GUARDED_BY(peers_mu);
   std::map<std::string, std::string> peer_region GUARDED_BY(peers_mu);  // worker id -> its region
 
   std::vector<std::atomic<int64_t>> stage_step;
