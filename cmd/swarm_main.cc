@@ -3,6 +3,7 @@
 //   swarm worker ...          serve one stage (started by `local`, or by the operator in a pod)
 //   swarm trainer ...         run the data loader and route microbatches
 //   swarm registry ...        the job-scoped discovery and averaging coordinator
+//   swarm step-check ...      the step invariant of a live job (cmd/check_commands.h)
 #include <signal.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cmd/check_commands.h"
 #include "cmd/job_commands.h"
 #include "cmd/model_commands.h"
 #include "common/job_spec.h"
@@ -454,6 +456,8 @@ int main(int argc, char** argv) {
   generate_cmd.add_to(app);
   swarm::cli::JobCommand job_cmd;
   job_cmd.add_to(app);
+  swarm::cli::StepCheckCommand step_check;
+  step_check.add_to(app);
 
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -469,6 +473,7 @@ int main(int argc, char** argv) {
     if (*eval_cmd.cmd) return eval_cmd.run();
     if (*generate_cmd.cmd) return generate_cmd.run();
     if (*job_cmd.cmd) return job_cmd.run();
+    if (*step_check.cmd) return step_check.run();
   } catch (const swarm::SpecError& e) {
     std::cerr << "invalid job spec:\n" << e.what() << "\n";
     return 2;

@@ -19,7 +19,11 @@ JobSecrets::JobSecrets(kube::Client& client, double ttl_seconds) : client_(clien
 
 std::string JobSecrets::get(const SwarmJob& job) {
   const auto [name, key] = secret_source(job);
-  const std::string id = job.namespace_ + "/" + name + "/" + key;
+  // Keyed by the job's UID too: a job deleted and re-created under its name may have a new Secret
+  // (its old one deleted), and its registry takes only the new one. Kept by name alone, the old
+  // value signed every request of the new job with the wrong secret for up to ttl_seconds (issue
+  // 29: the status of a re-created job stayed at step 0 for 48 s, its registry answering 401).
+  const std::string id = job.uid + "/" + job.namespace_ + "/" + name + "/" + key;
   const double t = steady_now();
   {
     swarm::MutexLock lock(mu_);

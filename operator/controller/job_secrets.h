@@ -2,7 +2,8 @@
 // the reconciler creates, or the Secret and key spec.secret.secretRef names — read through the API
 // server (the operator's ClusterRole may get secrets), for the ProgressPoller to sign its requests
 // to the job's registry with (registry/request_auth.h). A value is kept for `ttl_seconds`, so 50
-// running jobs cost 50 GETs a minute, and a rotated secret is used within that time.
+// running jobs cost 50 GETs a minute, and a rotated secret is used within that time. A job
+// re-created under its name (a new UID) reads its Secret afresh.
 //
 // Thread-safe.
 #pragma once
@@ -31,7 +32,7 @@ class JobSecrets {
   kube::Client& client_;
   const double ttl_seconds_;
   swarm::Mutex mu_;
-  std::map<std::string, std::pair<std::string, double>> cache_ GUARDED_BY(mu_);  // ns/name/key -> (value, read at)
+  std::map<std::string, std::pair<std::string, double>> cache_ GUARDED_BY(mu_);  // uid/ns/name/key -> (value, read at)
 };
 
 }  // namespace swarm::op

@@ -11,6 +11,10 @@
 #     europe-west4 when us-central1 is full), training goes on with no unaveraged step
 #   a node killed outright (kubelet + containerd stopped, containers killed): NotReady, replacements
 #     run, the lost peers/samples are counted by the registry
+#   every worker of stage 1 force-deleted: the stage is served again from its newest checkpoint
+#     within 20 s (printed with where the time goes)
+#   the step invariant (`swarm step-check`): every stage's step is the trainer's completed global
+#     batches, or differs by what the registry's counters account for (tests/cluster/step_check.sh)
 #   the leading operator pod deleted: the other replica takes the Lease, nothing is duplicated
 #   the registry pod deleted: it comes back and the step keeps rising
 #   the API server stopped for 3 s and started again: status.step moves again within seconds
@@ -278,6 +282,44 @@ done
 log "checkpoints in the job's folder on the shared volume: $(ls "$STATE_DIR"/shared/$JOB/stage-*/ | grep -c ckpt) files"
 log "after the node loss: step $(status step), peers_lost $PEERS_LOST0 -> $(event peers_lost), samples_lost $SAMPLES_LOST0 -> $(event samples_lost)"
 k get pods -l swarm-operator.io/job=$JOB -o wide
+
+# ---- a stage lost whole: every worker of stage 1 force-deleted ----
+# Both peers gone at once (`kubectl delete --force --grace-period=0`, as an operator or a cloud's
+# node cleanup does it): the operator creates replacements, the first restores the stage from its
+# newest checkpoint on the claim, the second downloads it from the first. Goal: served again (the
+# replacements Ready and the stage stepping) within 20 s (issue 29, item 4; pod_phases.py prints
+# where the time goes).
+LOST_STAGE=1
+stage_pods() { # name uid ready deletion of the stage's workers
+  kubectl get pods -l swarm-operator.io/job=$JOB,swarm-operator.io/role=worker,swarm-operator.io/stage=$LOST_STAGE \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}'
+}
+stage_step() { stats | python3 -c "import json,sys; print(int(json.load(sys.stdin)['stageSteps']['$LOST_STAGE']))"; }
+mapfile -t GONE < <(stage_pods | awk '$4 == "" {print $1}')
+GONE_UIDS=$(stage_pods | awk '$4 == "" {print $2}' | tr '\n' ' ')
+[ ${#GONE[@]} -eq 2 ] || fail "stage $LOST_STAGE has ${#GONE[@]} live workers, not 2: $(stage_pods)"
+RESTORES0=$(event checkpoint_restores); LSTEP0=$(stage_step)
+log "stage $LOST_STAGE lost whole: force-deleting ${GONE[*]} (stage step $LSTEP0)"
+T_STAGE=$(now)
+k delete pod "${GONE[@]}" --force --grace-period=0 >/dev/null 2>&1 || fail "force-delete the workers of stage $LOST_STAGE"
+stage_ready_again() { # 2 workers of the stage Ready, none of them a lost one
+  [ "$(stage_pods | awk -v gone="$GONE_UIDS" '$3 == "True" && $4 == "" && index(gone, $2) == 0' | wc -l)" -ge 2 ]
+}
+wait_until 120 "stage $LOST_STAGE's replacements Ready" stage_ready_again
+STAGE_READY=$(since "$T_STAGE")
+LSTEP1=$(stage_step)
+stage_stepping() { [ "$(stage_step)" -gt "$LSTEP1" ]; }
+wait_until 120 "stage $LOST_STAGE stepping again" stage_stepping
+STAGE_BACK=$(since "$T_STAGE")
+log "FIGURE stage_lost_to_replacements_ready_seconds $STAGE_READY"
+log "FIGURE stage_lost_to_stepping_seconds $STAGE_BACK (stage step $LSTEP0 when lost, $LSTEP1 when its replacements were Ready, $(stage_step) now; checkpoint restores $RESTORES0 -> $(event checkpoint_restores))"
+python3 "$SRC/tests/cluster/pod_phases.py" "$T_STAGE" swarm-operator.io/job=$JOB,swarm-operator.io/role=worker,swarm-operator.io/stage=$LOST_STAGE
+awk -v s="$STAGE_BACK" 'BEGIN{exit !(s <= 20)}' || fail "stage $LOST_STAGE served again only $STAGE_BACK s after it was lost whole (goal 20 s)"
+wait_until 120 "training continues after the stage loss" step_at_least $(( $(status step) + 10 ))
+
+# ---- the step invariant after the faults (reclaim, node lost, stage lost whole) ----
+. "$SRC/tests/cluster/step_check.sh"
+step_check faults 0
 
 # ---- the operator's leader pod deleted ----
 no_duplicates() { # exactly one registry, one trainer, perStage live workers per stage label

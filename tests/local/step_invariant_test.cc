@@ -81,5 +81,56 @@ TEST(StepInvariant, StatsWithoutStageStepsSayNothing) {
   EXPECT_TRUE(stage_step_spread(nullptr).empty());
 }
 
+TEST(StepInvariant, ReadWhileTheJobTrainsTheTrainersMicrobatchesInFlightAreAllowedNoMore) {
+  // Stage 1 admitted two microbatches (8 samples) whose backward has not reached stage 0 yet.
+  StepInvariantInput in = input({{"0", 60}, {"1", 60}}, {{"0", 12}, {"1", 20}}, json::object(), 1932);
+  EXPECT_FALSE(step_invariant(in)["ok"].get<bool>());
+  in.in_flight_samples = 8;
+  json r = step_invariant(in);
+  EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["accounted_samples"]["in_flight_samples"], 8);
+  // A stage that closed a step it did not fill is more than the trainers can have in flight.
+  in = input({{"0", 61}, {"1", 60}}, {{"0", 0}, {"1", 12}}, json::object(), 1932);
+  in.in_flight_samples = 16;
+  EXPECT_FALSE(step_invariant(in)["ok"].get<bool>());
+}
+
+TEST(StepInvariant, TheTrainersCountsComeFromTheirMetricsSummedOverTrainers) {
+  const std::string a =
+      "# HELP swarm_trainer_samples_completed_total On a trainer\n"
+      "# TYPE swarm_trainer_samples_completed_total counter\n"
+      "swarm_trainer_samples_completed_total{peer=\"t0\",role=\"trainer\"} 1200\n"
+      "swarm_trainer_microbatches_lost_total{peer=\"t0\",role=\"trainer\"} 2\n"
+      "swarm_trainer_samples_completed_total_other 5\n";
+  const std::string b =
+      "swarm_trainer_samples_completed_total{peer=\"t1\",role=\"trainer\"} 7.32e+02\n"
+      "swarm_trainer_microbatches_lost_total{peer=\"t1\",role=\"trainer\"} 0\n";
+  const json c = trainer_counts({a, b});
+  EXPECT_EQ(c["samples"], 1932);
+  EXPECT_EQ(c["microbatches_lost"], 2);
+  EXPECT_EQ(trainer_counts({})["samples"], 0);
+}
+
+TEST(StepInvariant, MetricsThatAreNotATrainersAreRefusedByName) {
+  try {
+    trainer_counts({"swarm_samples_processed_total{stage=\"0\"} 5\n"});
+    FAIL() << "a worker's metrics were taken for a trainer's";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("swarm_trainer_samples_completed_total"), std::string::npos) << e.what();
+  }
+  try {
+    trainer_counts({"swarm_trainer_samples_completed_total 12\nswarm_trainer_microbatches_lost_total -1\n"});
+    FAIL() << "a negative count was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("swarm_trainer_microbatches_lost_total is -1"), std::string::npos) << e.what();
+  }
+  try {
+    trainer_counts({"swarm_trainer_samples_completed_total 12abc\nswarm_trainer_microbatches_lost_total 0\n"});
+    FAIL() << "a count that is not a number was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("has no number"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace swarm::runtime

@@ -208,5 +208,48 @@ TEST_F(OperatorProgress, AFailureTheRegistryReportsTurnsTheJobFailed) {
   EXPECT_EQ(op.metric("swarm_operator_job_failures_total{reason=\"StageReset\"}"), 1);
 }
 
+// Issue 29: a job deleted and re-created under its name, its Secret deleted and made anew (so the
+// new registry takes only the new secret). The operator kept the job's secret by name for 60 s,
+// so it signed the new job's reads with the old one and its status stayed at step 0 with the
+// registry answering 401 (48 s on the kubelet cluster). Read afresh by the job's UID, the
+// re-created job's progress shows within a few poll periods.
+TEST_F(OperatorProgress, AJobRecreatedWithANewSecretIsReadWithItAtOnce) {
+  auto op = env_->start_operator({"--progress-period", "0.5", "--progress-timeout", "1"});
+  const std::string yaml = "apiVersion: swarm-operator.io/v1alpha1\nkind: SwarmJob\nmetadata:\n  name: progress\n"
+                           "  annotations: {swarm-operator.io/registry-url: \"" + url_ + "\"}\n"
+                           "spec:\n  pipeline: {stages: 2}\n  workers: {perStage: 1}\n";
+  std::string out;
+  ASSERT_EQ(env_->apply_yaml(yaml, &out), 0) << out;
+  client_->announce(worker("w-a", 0, 40, 100, 9001));
+  client_->announce(worker("w-a1", 1, 40, 100, 9003));
+  ASSERT_TRUE(wait_until([&] { return env_->get_job("progress")["status"].value("step", 0) == 40; }, 20s))
+      << env_->get_job("progress")["status"].dump(2);
+
+  ASSERT_EQ(env_->kubectl("delete swarmjob progress --wait=true", &out), 0) << out;
+  ASSERT_EQ(env_->kubectl("delete secret progress-secret --ignore-not-found", &out), 0) << out;
+  const std::string renewed = "operator-progress-secret-renewed-98765";
+  ASSERT_EQ(env_->kubectl("create secret generic progress-secret --from-literal=token=" + renewed, &out), 0) << out;
+  registry_.stop();
+  ::setenv("SWARM_JOB_SECRET", renewed.c_str(), 1);
+  registry_ = spawn({std::string(SWARM_BINARY_DIR) + "/bin/swarm", "registry", "--host", "127.0.0.1", "--port",
+                     std::to_string(registry_port_), "--peer-expiry", "120"},
+                    env_->dir() + "/registry2.log");
+  client_ = std::make_unique<registry::RegistryClient>(url_, 2000ms, renewed);
+  ASSERT_TRUE(wait_until([&] { return client_->healthy(); }, 20s)) << read_text(env_->dir() + "/registry2.log");
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(env_->apply_yaml(yaml, &out), 0) << out;
+  json job;
+  ASSERT_TRUE(wait_until([&] {
+    client_->announce(worker("w-b", 0, 3, 100, 9002));
+    client_->announce(worker("w-b1", 1, 3, 100, 9004));
+    job = env_->get_job("progress");
+    return job["status"].value("step", 0) == 3 && condition_field(job, "RegistryReachable", "status") == "True";
+  }, 15s)) << "the re-created job's progress was not read with its new secret: " << job["status"].dump(2) << "\n"
+           << tail(read_text(env_->dir() + "/registry2.log"), 10);
+  std::cerr << "re-created job: its step in status "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s after the apply\n";
+  EXPECT_TRUE(op.proc.alive());
+}
+
 }  // namespace
 }  // namespace swarm::optest

@@ -124,9 +124,15 @@ TEST(Metrics, TrainerMetricNamesPassPromtool) {
   m.add_bytes(100, 200);
   m.add_data_wait(0.25);
   m.add_data_wait(0.5);
+  m.add_completed_samples(8);
+  m.add_completed_samples(8);
+  m.add_microbatch_lost();
   const std::string text = scrape(m.port());
   ASSERT_FALSE(text.empty()) << "GET /metrics returned nothing";
   EXPECT_EQ(metric_sample(text, "swarm_data_wait_seconds_total"), 0.75) << text;
+  // The trainer's side of the step invariant (`swarm step-check`)
+  EXPECT_EQ(metric_sample(text, "swarm_trainer_samples_completed_total"), 16) << text;
+  EXPECT_EQ(metric_sample(text, "swarm_trainer_microbatches_lost_total"), 1) << text;
   EXPECT_EQ(metric_sample(text, "swarm_data_wait_seconds_count"), 2) << text;
   for (const char* name : {"swarm_loss", "swarm_stage_peers", "swarm_requests_retried_total",
                            "swarm_request_failures_total", "swarm_network_sent_bytes_total"})

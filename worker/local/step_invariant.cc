@@ -1,7 +1,10 @@
 #include "worker/local/step_invariant.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 namespace swarm::runtime {
@@ -28,6 +31,39 @@ nlohmann::json stage_step_spread(const nlohmann::json& stats) {
   return out;
 }
 
+nlohmann::json trainer_counts(const std::vector<std::string>& expositions) {
+  const char* const names[] = {"swarm_trainer_samples_completed_total", "swarm_trainer_microbatches_lost_total"};
+  int64_t sums[2] = {0, 0};
+  for (size_t t = 0; t < expositions.size(); ++t) {
+    bool seen[2] = {false, false};
+    std::istringstream in(expositions[t]);
+    for (std::string line; std::getline(in, line);) {
+      for (int i = 0; i < 2; ++i) {
+        const std::string name = names[i];
+        // "name{labels} value" or "name value"; not a longer name that starts with this one
+        if (line.compare(0, name.size(), name) != 0 || line.size() == name.size()) continue;
+        if (line[name.size()] != '{' && line[name.size()] != ' ') continue;
+        const auto sp = line.find_last_of(' ');
+        const std::string num = line.substr(sp + 1);
+        char* end = nullptr;
+        const double v = std::strtod(num.c_str(), &end);
+        if (num.empty() || end != num.c_str() + num.size())
+          throw std::invalid_argument("trainer metrics " + std::to_string(t + 1) + ": " + name + " has no number: \"" +
+                                      line.substr(0, 200) + "\"");
+        if (!(v >= 0) || v > 9e18)
+          throw std::invalid_argument("trainer metrics " + std::to_string(t + 1) + ": " + name + " is " + line.substr(sp + 1));
+        sums[i] += static_cast<int64_t>(v);
+        seen[i] = true;
+      }
+    }
+    for (int i = 0; i < 2; ++i)
+      if (!seen[i])
+        throw std::invalid_argument("trainer metrics " + std::to_string(t + 1) + ": no " + names[i] +
+                                    " (not a trainer's GET /metrics?)");
+  }
+  return {{"samples", sums[0]}, {"microbatches_lost", sums[1]}};
+}
+
 nlohmann::json step_invariant(const StepInvariantInput& in) {
   const nlohmann::json& st = in.stats;
   if (!st.is_object() || !st.contains("stageSteps") || !st["stageSteps"].is_object()) return nullptr;
@@ -39,7 +75,8 @@ nlohmann::json step_invariant(const StepInvariantInput& in) {
                      {"microbatches_lost", int_at(in.report, "microbatches_lost") * in.microbatch},
                      {"stale_handoff_samples", int_at(events, "stale_handoff_samples")},
                      {"step_numbers_skipped",
-                      (int_at(events, "checkpoint_steps_lost") + int_at(events, "stage_steps_lost")) * T}};
+                      (int_at(events, "checkpoint_steps_lost") + int_at(events, "stage_steps_lost")) * T},
+                     {"in_flight_samples", std::max<int64_t>(0, in.in_flight_samples)}};
   int64_t total = 0;
   for (const auto& [k, v] : acc.items()) total += v.get<int64_t>();
   const int64_t take_away = int_at(events, "handoff_samples_unconfirmed") + in.registry_restarts * T;

@@ -18,6 +18,9 @@
 //   step_numbers_skipped * T a stage restored from an older checkpoint, or a peer with nobody
 //                            ahead, takes up the swarm's step number (checkpoint_steps_lost +
 //                            stage_steps_lost; each skipped number holds no claim)
+//   in_flight_samples        read while the job trains (`swarm step-check` on a live job): the
+//                            microbatches the trainers still had in flight, admitted by some
+//                            stages but not yet completed (0 at the end of a run)
 // and take away at most handoff_samples_unconfirmed (a hand-off that may never have been taken
 // gives its claim back) plus T per registry restart (a restarted registry lost the claims of the
 // peers that died before it). ok: every stage's extra lies within those bounds. Anything else is a
@@ -26,6 +29,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +42,7 @@ struct StepInvariantInput {
   int64_t global_batch = 0;
   int64_t microbatch = 0;
   int64_t registry_restarts = 0;
+  int64_t in_flight_samples = 0;  // at most this many admitted samples the trainers had not completed yet
 };
 
 // {"global_batch", "completed_samples", "completed_global_batches", "accounted_samples": {the
@@ -47,5 +53,11 @@ nlohmann::json step_invariant(const StepInvariantInput& in);
 // The stages' steps in the stats and how far apart they are: {"stage_steps", "stage_step_spread"}
 // (empty when the stats lack stageSteps).
 nlohmann::json stage_step_spread(const nlohmann::json& stats);
+
+// The trainers' side of the invariant from their Prometheus metrics (the text GET /metrics
+// returns, one per trainer): {"samples": the sum of swarm_trainer_samples_completed_total,
+// "microbatches_lost": of swarm_trainer_microbatches_lost_total}. Throws std::invalid_argument
+// naming the metric when a text lacks one (not a trainer's metrics).
+nlohmann::json trainer_counts(const std::vector<std::string>& expositions);
 
 }  // namespace swarm::runtime

@@ -85,6 +85,13 @@ void Metrics::register_training_metrics() {
                    .Help("On a trainer: seconds one microbatch waited on the dataset")
                    .Register(*registry_)
                    .Add(base_, Histogram::BucketBoundaries{1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1});
+  completed_samples_ = &BuildCounter().Name("swarm_trainer_samples_completed_total")
+                            .Help("On a trainer: samples of the microbatches it finished (forward and backward "
+                                  "through every stage); a stage's step holds the global batch of them")
+                            .Register(*registry_).Add(base_);
+  microbatches_lost_ = &BuildCounter().Name("swarm_trainer_microbatches_lost_total")
+                            .Help("On a trainer: microbatches it gave up (no peer of a stage answered in time)")
+                            .Register(*registry_).Add(base_);
 }
 
 // The host staging pool (pinned buffers on CUDA).
@@ -188,6 +195,10 @@ void Metrics::add_data_wait(double seconds) {
   data_wait_total_->Increment(std::max(0.0, seconds));
   data_wait_->Observe(seconds);
 }
+void Metrics::add_completed_samples(int64_t samples) {
+  if (samples > 0) completed_samples_->Increment(static_cast<double>(samples));
+}
+void Metrics::add_microbatch_lost() { microbatches_lost_->Increment(); }
 void Metrics::set_optimizer_step(int stage, double step) { gauge(*step_, stage).Set(step); }
 void Metrics::set_peers(int stage, double n) { gauge(*peers_, stage).Set(n); }
 void Metrics::set_learning_rate(int stage, double lr) { gauge(*lr_, stage).Set(lr); }

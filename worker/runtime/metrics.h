@@ -56,6 +56,11 @@ class Metrics {
   // A trainer drew a microbatch from its dataset in `seconds` (swarm_data_wait_seconds_total and
   // the per-microbatch histogram swarm_data_wait_seconds).
   void add_data_wait(double seconds);
+  // A trainer finished a microbatch of `samples` (its backward reached stage 0), or gave one up:
+  // swarm_trainer_samples_completed_total and swarm_trainer_microbatches_lost_total, the trainer's
+  // side of the step invariant (`swarm step-check`).
+  void add_completed_samples(int64_t samples);
+  void add_microbatch_lost();
 
   // A worker's device path (model::StageCompute), as running totals since the process started;
   // counters advance by the difference to the last call.
@@ -108,6 +113,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* wait_seconds_ = nullptr;
   prometheus::Counter* data_wait_total_ = nullptr;
   prometheus::Histogram* data_wait_ = nullptr;
+  prometheus::Counter* completed_samples_ = nullptr;
+  prometheus::Counter* microbatches_lost_ = nullptr;
   swarm::Mutex compute_mu_;
   ComputeState compute_last_ GUARDED_BY(compute_mu_);  // what set_compute_state last saw (counter deltas)
 };

@@ -25,6 +25,7 @@ void Trainer::Impl::train(const std::atomic<bool>& stop) {
           run_microbatch(seq++);
         } catch (const std::exception& e) {
           lost++;
+          metrics->add_microbatch_lost();
           spdlog::warn("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
         }
       }
@@ -80,6 +81,7 @@ void Trainer::Impl::train_gpipe(const std::function<bool()>& keep_going) {
           run_microbatch(s);
         } catch (const std::exception& e) {
           lost++;
+          metrics->add_microbatch_lost();
           failed = true;
           spdlog::error("trainer {}: microbatch lost: {}", opt.peer_id, e.what());
         }

@@ -260,6 +260,7 @@ void Trainer::Impl::run_microbatch(uint64_t seq) {
   }
   const int64_t done = samples += B;
   microbatches++;
+  metrics->add_completed_samples(B);
   count_hops(fwd_peer);
   metrics->set_loss(loss);
   swarm::MutexLock lk(loss_mu);
