@@ -53,9 +53,20 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
     if (o["metadata"].value("labels", kube::json::object()).contains(kLabelManagedBy)) return;
     for (const auto& j : jobs_->list()) queue_.add_after(kube::object_key(j), std::chrono::seconds(1));
   });
+  // The API server answers again after a spell away (restarted, upgraded, a network cut): every
+  // informer retries its watch now and every job whose reconcile failed meanwhile is reconciled
+  // now, instead of each waiting out its backoff (up to 6 s; issue 29, item 3).
+  client_.on_reachable_again = [this] {
+    spdlog::info("the API server answers again: informers and backed-off jobs retry now");
+    for (auto* i : informers()) i->nudge();
+    queue_.retry_waiting_now();
+  };
 }
 
-Controller::~Controller() { stop(); }
+Controller::~Controller() {
+  stop();
+  client_.on_reachable_again = nullptr;  // the client may outlive this controller
+}
 
 void Controller::setup_kueue() {
   kube::InformerOptions workloads, flavors, classes;

@@ -134,6 +134,23 @@ void set_phase(const SwarmJob& job, const PlacementInput& in, bool overflow, Swa
                           : "every pool is available", "", gen}, now);
 }
 
+// Checkpoints of another instance of the job in its folder (a job deleted and re-created under its
+// name whose Secret went with it): the workers never restore, count or remove them, and count them
+// (foreign_checkpoints, once per file per worker). Said once: a condition naming the folder, and
+// a Warning Event when it turns True (issue 29).
+void fold_foreign_checkpoints(const SwarmJob& job, SwarmJobStatus& status, const std::string& now, DerivedStatus& out) {
+  const auto it = status.swarm_events.find("foreign_checkpoints");
+  if (it == status.swarm_events.end() || it->second <= 0) return;
+  const Condition* before = find_condition(status.conditions, "ForeignCheckpoints");
+  const std::string message =
+      std::to_string(it->second) + " checkpoint file(s) found in " + checkpoint_folder(job) +
+      " were written by another instance of this job (another secret): they are never restored, counted by the "
+      "retention or removed; delete them, or give the job the Secret that wrote them (spec.secret.secretRef)";
+  set_condition(status.conditions, {"ForeignCheckpoints", "True", "AnotherInstancesCheckpoints", message, "", job.generation},
+                now);
+  if (!before || before->status != "True") out.events.push_back({"Warning", "ForeignCheckpoints", message});
+}
+
 // The registry's reading: figures, a failure, and whether the registry is reachable.
 void fold_reading(const SwarmJob& job, const ProgressReading& reading, const std::string& now, DerivedStatus& out) {
   SwarmJobStatus& status = out.status;
@@ -146,6 +163,7 @@ void fold_reading(const SwarmJob& job, const ProgressReading& reading, const std
       out.events.push_back({"Warning", failure->reason, describe(*failure)});
     }
   }
+  fold_foreign_checkpoints(job, status, now, out);
   const Condition* before = find_condition(status.conditions, "RegistryReachable");
   const bool was_ok = !before || before->status == "True";
   if (reading.ok) {

@@ -105,11 +105,14 @@ void Client::throttle() {
 }
 
 void Client::count(const std::string& verb, int status) {
+  bool back = false;
   {
     swarm::MutexLock lock(mu_);
     ++counts_[verb];
+    back = reachability_.answered(status);
   }
   if (on_request) on_request(verb, status);
+  if (back && on_reachable_again) on_reachable_again();
 }
 
 std::map<std::string, std::uint64_t> Client::request_counts() const {

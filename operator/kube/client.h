@@ -18,6 +18,7 @@
 
 #include "common/thread_annotations.h"
 #include "operator/kube/config.h"
+#include "operator/kube/retry.h"
 
 namespace swarm::kube {
 
@@ -89,6 +90,10 @@ class Client {
   std::uint64_t total_requests() const EXCLUDES(mu_);
   // Called after each request with its verb (for metrics). Set before use.
   std::function<void(const std::string& verb, int status)> on_request;
+  // Called once each time the API server answers again after requests could not reach it (no
+  // answer, or a 5xx; kube::Reachability), on the thread whose request got the answer, with no
+  // lock held: the controller wakes its informers and its backed-off keys. Set before use.
+  std::function<void()> on_reachable_again;
 
  private:
   struct Impl;
@@ -103,6 +108,7 @@ class Client {
   std::atomic<int> next_stream_id_{0};
   mutable swarm::Mutex mu_;
   std::map<std::string, std::uint64_t> counts_ GUARDED_BY(mu_);
+  Reachability reachability_ GUARDED_BY(mu_);
   double tokens_ GUARDED_BY(mu_);  // the rate limiter's bucket (options_.qps, options_.burst)
   std::chrono::steady_clock::time_point last_refill_ GUARDED_BY(mu_);
 };

@@ -233,6 +233,14 @@ bool Informer::watch_once() {
   return !gone;
 }
 
+void Informer::nudge() {
+  {
+    swarm::MutexLock lock(wait_mu_);
+    nudged_ = true;
+  }
+  wait_cv_.notify_all();
+}
+
 void Informer::run() {
   bool need_list = true;
   int failures = 0;
@@ -263,7 +271,8 @@ void Informer::run() {
       const double delay = retry_delay(++failures, unit(jitter));
       spdlog::warn("informer {}: {} (retry in {:.1f} s)", options_.plural, e.what(), delay);
       swarm::MutexLock lock(wait_mu_);
-      wait_cv_.wait_for(wait_mu_, std::chrono::duration<double>(delay), [this] { return stop_.load(); });
+      wait_cv_.wait_for(wait_mu_, std::chrono::duration<double>(delay), [this] { return stop_.load() || nudged_.load(); });
+      if (nudged_.exchange(false)) failures = 0;
     }
   }
 }

@@ -58,6 +58,8 @@ class Informer {
   void add_handler(Handler h);  // before start()
   void start();
   void stop() EXCLUDES(wait_mu_);
+  // Ends a retry backoff now and restarts it from its first step (the API server answers again).
+  void nudge() EXCLUDES(wait_mu_);
   // True once the first list is in the cache.
   bool wait_synced(std::chrono::milliseconds timeout) EXCLUDES(wait_mu_);
   bool synced() const { return synced_; }
@@ -95,6 +97,7 @@ class Informer {
   std::string rv_ GUARDED_BY(mu_);
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> nudged_{false};
   std::atomic<std::uint64_t> relists_{0};
   std::atomic<std::uint64_t> watch_restarts_{0};
   int stream_id_ = 0;

@@ -19,4 +19,26 @@ inline double retry_delay(int failures, double unit, double cap = kRetryCapSecon
   return base * (0.8 + 0.4 * std::clamp(unit, 0.0, 0.999999));
 }
 
+// Whether the API server is being reached, from the answers requests get (pure; not thread-safe:
+// the Client guards it). A request that got no answer (status 0: refused, reset, timed out) or a
+// 5xx starts an unreachable spell; the first answer below 500 after it ends the spell, and
+// answered() returns true for it alone: the moment to wake every retry that is backing off, so
+// the operator acts again at once rather than after its backoff (issue 29).
+class Reachability {
+ public:
+  bool answered(int status) {
+    if (status <= 0 || status >= 500) {
+      unreachable_ = true;
+      return false;
+    }
+    const bool back = unreachable_;
+    unreachable_ = false;
+    return back;
+  }
+  bool unreachable() const { return unreachable_; }
+
+ private:
+  bool unreachable_ = false;
+};
+
 }  // namespace swarm::kube

@@ -62,6 +62,14 @@ void WorkQueue::forget(const std::string& key) {
   failures_.erase(key);
 }
 
+void WorkQueue::retry_waiting_now() {
+  swarm::MutexLock lock(mu_);
+  for (const auto& [at, key] : waiting_) add_locked(key);
+  waiting_.clear();
+  waiting_at_.clear();
+  failures_.clear();
+}
+
 int WorkQueue::failures(const std::string& key) const {
   swarm::MutexLock lock(mu_);
   auto it = failures_.find(key);

@@ -30,6 +30,9 @@ class WorkQueue {
   void add_after(const std::string& key, Clock::duration delay) EXCLUDES(mu_);
   void add_rate_limited(const std::string& key) EXCLUDES(mu_);
   void forget(const std::string& key) EXCLUDES(mu_);
+  // Every key waiting for its time (a rate-limited retry, a planned re-check) is ready now, and
+  // the retries' backoff starts again from its first step: the API server answers again.
+  void retry_waiting_now() EXCLUDES(mu_);
   int failures(const std::string& key) const EXCLUDES(mu_);
   // The delay add_rate_limited would use next for `key` (without adding).
   Clock::duration next_backoff(const std::string& key) const EXCLUDES(mu_);

@@ -230,6 +230,35 @@ TEST(JobStatusTest, AGoodReadingClearsTheFailure) {
   EXPECT_EQ(d.events[0].message, "phase Failed -> Running");
 }
 
+// Issue 29: another instance's checkpoints in the job's folder are said once: a condition naming
+// the folder, and a Warning Event only when it turns True.
+TEST(JobStatusTest, AnotherInstancesCheckpointsAreNamedByAConditionAndOneEvent) {
+  Job j;
+  j.ready_everywhere();
+  j.previous.phase = "Running";
+  j.job.spec.checkpoint.path = "/ckpt";
+  j.job.op.checkpoint_claim = "claim";
+  j.reading = good_reading();
+  DerivedStatus d = j.derive();
+  EXPECT_EQ(find_condition(d.status.conditions, "ForeignCheckpoints"), nullptr) << "none counted: no condition";
+  j.reading->progress.stats.events["foreign_checkpoints"] = 3;
+  d = j.derive();
+  const Condition& c = cond(d.status, "ForeignCheckpoints");
+  EXPECT_EQ(c.status, "True");
+  EXPECT_EQ(c.reason, "AnotherInstancesCheckpoints");
+  EXPECT_NE(c.message.find("3 checkpoint file(s) found in /ckpt/j were written by another instance"), std::string::npos)
+      << c.message;
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "Warning");
+  EXPECT_EQ(d.events[0].reason, "ForeignCheckpoints");
+  EXPECT_EQ(d.events[0].message, c.message);
+  // The next reconcile: the condition stays, no second Event.
+  j.previous = d.status;
+  d = j.derive();
+  EXPECT_EQ(cond(d.status, "ForeignCheckpoints").status, "True");
+  EXPECT_TRUE(d.events.empty());
+}
+
 TEST(JobStatusTest, AFailedJobThatRecoversUnderServedIsPendingNotDegraded) {
   Job j;
   j.workers = {pod("w-0", 0, WorkerState::Ready)};

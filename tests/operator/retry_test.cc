@@ -30,5 +30,20 @@ TEST(RetryDelay, TheWholeWaitAfterTheServerComesBackIsAtMostSixSeconds) {
     for (double u : {0.0, 0.3, 0.99}) EXPECT_LE(retry_delay(f, u), kRetryCapSeconds * 1.2) << f << " " << u;
 }
 
+// The moment to wake every backed-off retry: the first answer after requests went unanswered or
+// got a 5xx, once per spell; any answer below 500 (a 404 or a 409 too) means the server is back.
+TEST(Reachability, TheFirstAnswerAfterASpellAwayIsReportedOnce) {
+  Reachability r;
+  EXPECT_FALSE(r.answered(200));  // never away
+  EXPECT_FALSE(r.answered(0));    // connection refused
+  EXPECT_TRUE(r.unreachable());
+  EXPECT_FALSE(r.answered(503));  // starting: still away
+  EXPECT_TRUE(r.answered(409));   // back
+  EXPECT_FALSE(r.unreachable());
+  EXPECT_FALSE(r.answered(200));  // reported once
+  EXPECT_FALSE(r.answered(-1));
+  EXPECT_TRUE(r.answered(404));
+}
+
 }  // namespace
 }  // namespace swarm::kube

@@ -82,5 +82,27 @@ TEST(WorkQueue, ShutdownWakesWaiters) {
   t.join();
 }
 
+// Issue 29: the API server answers again. Keys backing off (and keys planned for later) are
+// ready at once, and the next failure backs off from the first step again.
+TEST(WorkQueue, RetryWaitingNowMakesEveryWaitingKeyReadyAndRestartsTheBackoff) {
+  WorkQueue q(10ms, 5000ms);
+  for (int i = 0; i < 10; ++i) q.add_rate_limited("a");  // 10 failures: 5 s from now
+  q.add_after("b", 1h);
+  EXPECT_EQ(q.depth(), 0u);
+  EXPECT_EQ(q.delayed(), 2u);
+  EXPECT_EQ(q.next_backoff("a"), 5000ms);
+  q.retry_waiting_now();
+  EXPECT_EQ(q.depth(), 2u);
+  EXPECT_EQ(q.delayed(), 0u);
+  EXPECT_EQ(q.next_backoff("a"), 10ms);
+  std::string k;
+  ASSERT_TRUE(q.get(k));
+  ASSERT_TRUE(q.get(k));
+  q.done("a");
+  q.done("b");
+  q.retry_waiting_now();  // nothing waiting: nothing made ready
+  EXPECT_EQ(q.depth(), 0u);
+}
+
 }  // namespace
 }  // namespace swarm::kube
