@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Soak: random faults from issue 11's fault matrix at a set rate on a 3-stage job
 # (bench/jobs/soak-3stage.yaml, 2 workers per stage, checkpoints every step), then the same job
-# undisturbed to the same number of steps. Prints figures and asserts nothing:
+# undisturbed to the same number of steps. Prints figures and asserts one thing, the step invariant
+# (exit 3 when a run's stages are not at the trainers' count of global batches, each difference
+# accounted; worker/local/step_invariant.h):
 #   steps; eval loss of both runs at equal steps and their ratio (goal within 3 %);
 #   faults injected and samples lost per fault kind (the registry's samples_lost between a fault and
 #   the next); deadlocks (a run, soak or undisturbed, still going at its wall-clock limit: it is
@@ -46,7 +48,7 @@ export SWARM_JOB_SECRET=${SWARM_JOB_SECRET:-soak-$(head -c 16 /dev/urandom | od 
 [[ -x $SWARM ]] || { echo "build $SWARM first"; exit 1; }
 echo "soak: $MINUTES min, a fault every $FAULT_EVERY s (seed $SEED), output in $OUT"
 exec python3 - <<'PY'
-import hashlib, hmac, json, os, random, signal, statistics, subprocess, time, urllib.request
+import hashlib, hmac, json, os, random, signal, statistics, subprocess, sys, time, urllib.request
 
 swarm, job, out = os.environ["SWARM"], os.environ["JOB"], os.environ["OUT"]
 minutes, every, seed = float(os.environ["MINUTES"]), float(os.environ["FAULT_EVERY"]), int(os.environ["SEED"])
@@ -294,4 +296,11 @@ for t, st, g in stalls:
 json.dump({"faults": faults, "lost_by_kind": lost_by_kind, "stalls": stalls, "deadlocks": deadlocks, "hangs": hangs,
            "soak": soak, "base": base, "base2": base2},
           open(out + "/soak-report.json", "w"), indent=2)
+# The one thing the soak asserts (issue 29): one global batch is one step for every stage, in both
+# runs, each difference accounted. A broken invariant exits 3 (the figures above say where).
+broken = [name for name, run in (("soak", soak), ("undisturbed", base))
+          if not (isinstance(run.get("step_invariant"), dict) and run["step_invariant"].get("ok"))]
+if broken:
+    print("STEP INVARIANT BROKEN in: %s" % ", ".join(broken))
+    sys.exit(3)
 PY

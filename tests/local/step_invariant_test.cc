@@ -76,6 +76,22 @@ TEST(StepInvariant, AHandOffThatMayNeverHaveBeenTakenMayTakeSamplesAway) {
   EXPECT_FALSE(r["ok"].get<bool>());
 }
 
+// The upper bound alone (none_over) and the shortfall beyond it (short_samples): a stage 8 under
+// the trainers' count is short, not over; one 8 over is over.
+TEST(StepInvariant, AStageUnderTheCountIsShortNotOver) {
+  json r = step_invariant(input({{"0", 60}, {"1", 60}}, {{"0", 12}, {"1", 4}}, json::object(), 1932));
+  EXPECT_FALSE(r["ok"].get<bool>());
+  EXPECT_TRUE(r["none_over"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["short_samples"], 8);
+  r = step_invariant(input({{"0", 60}, {"1", 60}}, {{"0", 12}, {"1", 20}}, json::object(), 1932));
+  EXPECT_FALSE(r["none_over"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["short_samples"], 0);
+  r = step_invariant(input({{"0", 60}, {"1", 60}}, {{"0", 12}, {"1", 12}}, json::object(), 1932));
+  EXPECT_TRUE(r["ok"].get<bool>());
+  EXPECT_TRUE(r["none_over"].get<bool>());
+  EXPECT_EQ(r["short_samples"], 0);
+}
+
 TEST(StepInvariant, StatsWithoutStageStepsSayNothing) {
   EXPECT_TRUE(step_invariant(StepInvariantInput{}).is_null());
   EXPECT_TRUE(stage_step_spread(nullptr).empty());

@@ -83,18 +83,23 @@ nlohmann::json step_invariant(const StepInvariantInput& in) {
   acc["total"] = total;
   acc["may_take_away"] = take_away;
   nlohmann::json stages = nlohmann::json::object();
-  bool ok = true;
+  bool ok = true, none_over = true;
+  int64_t short_most = 0;
   for (const auto& [s, n] : st["stageSteps"].items()) {
     if (!n.is_number_integer()) continue;
     const int64_t o = int_at(open, s), extra = T * n.get<int64_t>() + o - C;
     stages[s] = {{"step", n}, {"open_samples", o}, {"extra_samples", extra}};
     ok = ok && extra >= -take_away && extra <= total;
+    none_over = none_over && extra <= total;
+    short_most = std::max(short_most, -take_away - extra);
   }
   return {{"global_batch", T},
           {"completed_samples", C},
           {"completed_global_batches", T > 0 ? C / T : 0},
           {"accounted_samples", acc},
           {"stages", stages},
+          {"none_over", none_over},
+          {"short_samples", short_most},
           {"ok", ok}};
 }
 

@@ -47,7 +47,10 @@ struct StepInvariantInput {
 
 // {"global_batch", "completed_samples", "completed_global_batches", "accounted_samples": {the
 // terms above, "total", "may_take_away"}, "stages": {s: {"step", "open_samples", "extra_samples"}},
-// "ok"}; null when the stats lack stageSteps (a registry that never answered).
+// "none_over" (no stage admitted more than is accounted: the upper bound alone), "short_samples"
+// (the most a stage is under the trainers' count beyond what may be taken away: steps that closed
+// holding fewer claims than the global batch, a shortfall whose cause issue 29 leaves open), "ok"};
+// null when the stats lack stageSteps (a registry that never answered).
 nlohmann::json step_invariant(const StepInvariantInput& in);
 
 // The stages' steps in the stats and how far apart they are: {"stage_steps", "stage_step_spread"}
