@@ -425,6 +425,12 @@ k delete secret $JOB-secret >/dev/null || fail "delete the kept Secret"
 # A new Secret, so the files in the job's folder are another instance's (docs/operator.md): the
 # new job starts at step 0, never restores, counts or removes them, and says so once (condition
 # ForeignCheckpoints naming the folder, a Warning Event).
+# The re-created job's pods are gone, but a worker whose pod the operator force-deleted (its node
+# went NotReady for a moment after the API server restart, above) may still run until its kubelet
+# stops it, and write and prune checkpoints meanwhile: the files are counted once no worker
+# process of the job is left on the nodes (they are processes of this machine).
+no_job_process() { ! pgrep -f "swarm worker .*--peer-id $JOB-w-" >/dev/null; }
+wait_until 120 "no worker process of the re-created job left on the nodes" no_job_process
 mapfile -t OLD_FILES < <(ls "$STATE_DIR"/shared/$JOB/stage-*/*.ckpt)
 T_FRESH=$(now)
 k apply -f "$SRC/examples/local-cluster.yaml" >/dev/null || fail "kubectl apply (a clean start)"
