@@ -60,6 +60,11 @@ Controller::Controller(kube::Client& client, kube::EventRecorder& events, Operat
     spdlog::info("the API server answers again: informers and backed-off jobs retry now");
     for (auto* i : informers()) i->nudge();
     queue_.retry_waiting_now();
+    // Nodes that turn Unknown now are the outage's doing, not theirs (World::notice_for_node):
+    // every job looks again once the grace has passed, at nodes still silent then.
+    world_->note_api_back();
+    for (const auto& j : jobs_->list())
+      queue_.add_after(kube::object_key(j), std::chrono::milliseconds(static_cast<long long>(kApiBackGraceSeconds * 1000) + 500));
   };
 }
 

@@ -46,6 +46,14 @@ std::optional<Notice> node_notice(const json& node) {
   return std::nullopt;
 }
 
+bool unknown_after_api_outage(const json& node, double seconds_since_api_back) {
+  if (seconds_since_api_back < 0 || seconds_since_api_back >= kApiBackGraceSeconds) return false;
+  const json status = node.value("status", json::object());
+  for (const auto& c : status.value("conditions", json::array()))
+    if (c.value("type", "") == "Ready") return c.value("status", "") == "Unknown";
+  return false;
+}
+
 std::optional<Notice> pod_notice(const json& pod) {
   const json status = pod.value("status", json::object());
   const std::string phase = status.value("phase", "");

@@ -15,7 +15,10 @@
 //  node gone from the API                                   NodeDeleted             lost
 //  pod condition DisruptionTarget=True                      DisruptionTarget        30 s
 //  pod phase Failed / Succeeded (a worker never ends)       PodFailed               lost
-// "lost": the node is already dead, nothing to hand off; pods are deleted at once.
+// "lost": the node is already dead, nothing to hand off; pods are deleted at once. Except a node
+// whose Ready is Unknown in the kApiBackGraceSeconds after the API server answered the operator
+// again (unknown_after_api_outage): the node controller marks Unknown every node whose kubelet
+// could not renew while the API server was away, and those kubelets post again within seconds.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -37,5 +40,16 @@ std::optional<Notice> node_notice(const json& node);
 std::optional<Notice> pod_notice(const json& pod);
 // The notice for a node missing from the API.
 Notice node_deleted_notice();
+
+// How long after the API server answers again a Ready=Unknown node is not taken for lost: longer
+// than a kubelet's lease renewal (10 s by default), shorter than the node controller's grace
+// before it marks a silent node Unknown (40 s by default).
+inline constexpr double kApiBackGraceSeconds = 20;
+// Whether `node` is NotReady only as far as the API server's absence tells: its Ready condition
+// is Unknown (no kubelet report, not a kubelet saying False) and the API server answered again
+// `seconds_since_api_back` seconds ago, under kApiBackGraceSeconds (< 0: it never went away).
+// Found on the kubelet cluster: after an API server restart, a healthy node went Unknown for a
+// moment and the operator deleted its workers at once (issue 29).
+bool unknown_after_api_outage(const json& node, double seconds_since_api_back);
 
 }  // namespace swarm::op

@@ -10,7 +10,19 @@ namespace swarm::op {
 std::optional<Notice> World::notice_for_node(const std::string& node) const {
   auto n = nodes.get(node);
   if (!n) return nodes.synced() ? std::optional<Notice>(node_deleted_notice()) : std::nullopt;
+  if (unknown_after_api_outage(*n, seconds_since_api_back())) return std::nullopt;
   return node_notice(*n);
+}
+
+void World::note_api_back() {
+  swarm::MutexLock lock(mu_);
+  api_back_ = Clock::now();
+}
+
+double World::seconds_since_api_back() const {
+  swarm::MutexLock lock(mu_);
+  if (!api_back_) return -1;
+  return std::chrono::duration<double>(Clock::now() - *api_back_).count();
 }
 
 bool World::capacity_known() const { return bound_pods && bound_pods->synced() && nodes.synced(); }
@@ -32,8 +44,9 @@ std::vector<planner::BoundPod> World::pods_on_nodes() const {
 
 std::vector<std::string> World::nodes_with_notice() const {
   std::vector<std::string> out;
+  const double since_api_back = seconds_since_api_back();
   nodes.for_each([&](const kube::json& n) {
-    if (node_notice(n)) out.push_back(n["metadata"].value("name", ""));
+    if (node_notice(n) && !unknown_after_api_outage(n, since_api_back)) out.push_back(n["metadata"].value("name", ""));
   });
   return out;
 }

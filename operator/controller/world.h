@@ -34,10 +34,17 @@ class World {
   std::vector<planner::NodeFacts> node_facts() const;
   std::vector<planner::BoundPod> pods_on_nodes() const;
 
-  // The notice on a node name: nullopt = fine; node missing from the cache = deleted.
+  // The notice on a node name: nullopt = fine; node missing from the cache = deleted. A node
+  // that is Unknown only since the API server was away is fine for kApiBackGraceSeconds after it
+  // answered again (unknown_after_api_outage).
   std::optional<Notice> notice_for_node(const std::string& node) const;
   // Nodes (from the cache) that currently carry a notice.
   std::vector<std::string> nodes_with_notice() const;
+
+  // The API server answered again after requests could not reach it (kube::Client).
+  void note_api_back() EXCLUDES(mu_);
+  // Seconds since then; -1 when it never went away.
+  double seconds_since_api_back() const EXCLUDES(mu_);
 
   // Notice bookkeeping: first time a notice on `key` (node name or ns/pod) was seen.
   void note_notice(const std::string& key) EXCLUDES(mu_);
@@ -58,6 +65,7 @@ class World {
   using Clock = std::chrono::steady_clock;
   mutable swarm::Mutex mu_;
   std::map<std::string, Clock::time_point> notices_ GUARDED_BY(mu_);
+  std::optional<Clock::time_point> api_back_ GUARDED_BY(mu_);
   std::map<std::string, Clock::time_point> deleted_ GUARDED_BY(mu_);
 };
 

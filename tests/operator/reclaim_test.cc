@@ -62,6 +62,26 @@ TEST(Reclaim, DeadNodesAreLost) {
   EXPECT_EQ(node_notice(deleting)->reason, "NodeDeleting");
 }
 
+// Issue 29: after an API server restart a healthy node went Unknown for a moment (its kubelet
+// could not renew while the server was away) and the operator deleted its workers at once. Unknown
+// within the grace after the API server answered again is the outage's doing; False (the kubelet
+// says so) is not, nor is Unknown once the grace has passed or when the server never went away.
+TEST(Reclaim, ANodeUnknownJustAfterTheApiServerCameBackIsNotTakenForLost) {
+  json unknown = node_with_taint("x");
+  unknown["status"]["conditions"][0]["status"] = "Unknown";
+  json not_ready = node_with_taint("x");
+  not_ready["status"]["conditions"][0]["status"] = "False";
+  EXPECT_TRUE(unknown_after_api_outage(unknown, 0));
+  EXPECT_TRUE(unknown_after_api_outage(unknown, kApiBackGraceSeconds - 0.1));
+  EXPECT_FALSE(unknown_after_api_outage(unknown, kApiBackGraceSeconds));
+  EXPECT_FALSE(unknown_after_api_outage(unknown, -1));  // the API server never went away
+  EXPECT_FALSE(unknown_after_api_outage(not_ready, 1));
+  EXPECT_FALSE(unknown_after_api_outage(node_with_taint("x"), 1));  // Ready: nothing to excuse
+  EXPECT_FALSE(unknown_after_api_outage(json{{"metadata", {{"name", "n"}}}}, 1));
+  EXPECT_GT(kApiBackGraceSeconds, 10);  // a kubelet renews its lease every 10 s
+  EXPECT_LT(kApiBackGraceSeconds, 40);  // the node controller's grace before Unknown
+}
+
 TEST(Reclaim, PodSignals) {
   json pod = {{"metadata", {{"name", "p"}}}, {"status", {{"phase", "Running"}}}};
   EXPECT_FALSE(pod_notice(pod));
