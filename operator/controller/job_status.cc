@@ -143,9 +143,10 @@ void fold_foreign_checkpoints(const SwarmJob& job, SwarmJobStatus& status, const
   if (it == status.swarm_events.end() || it->second <= 0) return;
   const Condition* before = find_condition(status.conditions, "ForeignCheckpoints");
   const std::string message =
-      std::to_string(it->second) + " checkpoint file(s) found in " + checkpoint_folder(job) +
-      " were written by another instance of this job (another secret): they are never restored, counted by the "
-      "retention or removed; delete them, or give the job the Secret that wrote them (spec.secret.secretRef)";
+      "checkpoint files in " + checkpoint_folder(job) +
+      " were written by another instance of this job (another secret; the workers counted " +
+      std::to_string(it->second) + ", each file once per worker that found it): they are never restored, counted "
+      "by the retention or removed; delete them, or give the job the Secret that wrote them (spec.secret.secretRef)";
   set_condition(status.conditions, {"ForeignCheckpoints", "True", "AnotherInstancesCheckpoints", message, "", job.generation},
                 now);
   if (!before || before->status != "True") out.events.push_back({"Warning", "ForeignCheckpoints", message});
