@@ -1,6 +1,7 @@
 #include "operator/controller/job_secrets.h"
 
 #include <chrono>
+#include <iterator>
 #include <stdexcept>
 
 #include "operator/controller/manifests.h"
@@ -32,6 +33,9 @@ std::string JobSecrets::get(const SwarmJob& job) {
   }
   std::string value = fetch(job.namespace_, name, key);
   swarm::MutexLock lock(mu_);
+  // Entries past their time are never read again (a deleted job's, a re-created job's old UID):
+  // dropped here, so the cache holds at most the jobs read within the last ttl_seconds.
+  for (auto it = cache_.begin(); it != cache_.end();) it = t - it->second.second >= ttl_seconds_ ? cache_.erase(it) : std::next(it);
   cache_[id] = {value, t};
   return value;
 }
